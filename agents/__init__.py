@@ -1,0 +1,43 @@
+"""Learning algorithms, pure torch + numpy: no websockets, no server.
+
+``make_agent(name, obs_dim, act_dim, **overrides)`` builds an agent behind the
+:class:`agents.base.Agent` interface the trainer thread drives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Agent
+from .checkpoint import CheckpointInvalid, CheckpointStore
+from .common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_rewards
+from .ppo import PPOAgent, PPOConfig
+
+__all__ = [
+    "AGENTS",
+    "Agent",
+    "CheckpointInvalid",
+    "CheckpointStore",
+    "PPOAgent",
+    "PPOConfig",
+    "Segment",
+    "SegmentEnd",
+    "compute_gae",
+    "make_agent",
+    "normalize_advantages",
+    "segment_rewards",
+]
+
+AGENTS = ("ppo",)
+"""Algorithm names accepted by :func:`make_agent` (DDPG and TD3 join with their issue)."""
+
+
+def make_agent(name: str, obs_dim: int, act_dim: int, **overrides: Any) -> Agent:
+    """Build an agent by name; ``overrides`` are fields of its config dataclass.
+
+    Raises:
+        ValueError: unknown name or an invalid config value.
+    """
+    if name == "ppo":
+        return PPOAgent(PPOConfig(obs_dim=obs_dim, act_dim=act_dim, **overrides))
+    raise ValueError(f"unknown agent {name!r}; choose one of {', '.join(AGENTS)}")

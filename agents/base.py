@@ -1,0 +1,57 @@
+"""The interface the trainer thread drives; PPO, DDPG and TD3 all implement it.
+
+The trainer never looks inside an agent: it hands over segments, asks whether an
+update is due, runs it, and exports the actor for the bots. Keeping this small is
+what lets one server serve on-policy and off-policy learners alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .common import Segment
+
+__all__ = ["Agent"]
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """What the trainer calls, in this order, on its own thread only.
+
+    ``observe`` → ``ready`` → ``update`` (when ready) → ``export_actor`` (to publish).
+    """
+
+    name: str
+    """Short algorithm name sent to bots in ``welcome`` (``"ppo"``, ``"td3"``, …)."""
+    update_steps: int
+    """Steps one update consumes (sizes the server's queue: 4 updates' worth by default)."""
+    max_policy_lag: int | None
+    """Segments acted by a policy more than this many versions old are dropped; ``None`` keeps all."""
+
+    def observe(self, segments: list[Segment]) -> None:
+        """Take segments (already filtered for staleness) into the rollout or replay buffer."""
+
+    def ready(self) -> bool:
+        """True when enough data is held for one update."""
+
+    @property
+    def pending_steps(self) -> int:
+        """Steps held but not yet trained on (for the trainer's exact accounting)."""
+
+    def update(self) -> dict[str, float]:
+        """One update. Returns metrics keyed ``train/...``, including ``train/steps_trained``."""
+
+    def export_actor(self) -> tuple[dict[str, Any], dict[str, NDArray[np.float32]]]:
+        """(architecture, tensors) of the acting policy, in the bot-ready layout."""
+
+    def explore_settings(self) -> dict[str, float]:
+        """Exploration settings bots need beyond the weights (empty for PPO)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume: networks, optimizers, counters (no data buffers)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore from :meth:`state_dict`; raises ``ValueError`` on an incompatible network."""

@@ -1,0 +1,138 @@
+"""What every agent shares: the segment type that crosses threads, rewards, GAE, advantage guards.
+
+A :class:`Segment` is one agent's consecutive steps from one bot, held in plain numpy
+arrays. Segments are built on the server's event-loop thread and consumed on the
+trainer thread; they never hold tensors (the original trainer lost a bot thread to
+tensors freed on the wrong thread's heap — plain arrays are safe to hand over).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .rewards import compute_round_reward, compute_tick_reward
+
+__all__ = ["Segment", "SegmentEnd", "compute_gae", "normalize_advantages", "segment_rewards"]
+
+
+class SegmentEnd(enum.Enum):
+    """How a segment's last step ends, which decides its bootstrap value."""
+
+    TERMINAL = "terminal"
+    """A natural end (death, win): nothing follows, the bootstrap value is 0."""
+    TRUNCATED = "truncated"
+    """A time limit: the episode had a future, bootstrapped from ``next_obs``."""
+    CUT = "cut"
+    """Mid-episode: a length cut or a disconnect; bootstrapped from ``next_obs`` like a truncation."""
+
+
+@dataclass(frozen=True, eq=False)
+class Segment:
+    """Consecutive steps of one agent of one bot, acted by one policy generation.
+
+    Exactly one of ``reward`` (scalar mode) or ``terms`` (terms mode) is set. ``score``
+    is the round score when a terms-mode episode ended at the last step.
+    """
+
+    bot: str
+    agent: int
+    obs: NDArray[np.float32]  # (T, obs_dim)
+    act: NDArray[np.float32]  # (T, act_dim)
+    logp: NDArray[np.float32]  # (T,)
+    end: SegmentEnd
+    next_obs: NDArray[np.float32] | None  # (obs_dim,) unless end is TERMINAL
+    generation: int
+    version: int
+    """Oldest policy version that acted in this segment (its lag is measured from it)."""
+    reward: NDArray[np.float32] | None = None  # (T,)
+    terms: NDArray[np.float32] | None = None  # (T, 5)
+    score: float | None = None
+
+    def __post_init__(self) -> None:
+        assert (self.reward is None) != (self.terms is None), "a segment has either rewards or reward terms"
+        assert (self.end is SegmentEnd.TERMINAL) == (self.next_obs is None), "only a terminal segment lacks next_obs"
+        assert len(self.obs) == len(self.act) == len(self.logp) > 0, "columns of one segment differ in length"
+
+    @property
+    def steps(self) -> int:
+        return len(self.obs)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.obs, self.act, self.logp, self.next_obs, self.reward, self.terms)
+        return sum(a.nbytes for a in arrays if a is not None)
+
+
+def segment_rewards(segment: Segment) -> NDArray[np.float32]:
+    """Per-step rewards: the bot's scalars, or the seed's tick rewards plus the round reward at the end."""
+    if segment.reward is not None:
+        return segment.reward.astype(np.float32, copy=True)
+    assert segment.terms is not None
+    rewards = compute_tick_reward(segment.terms)
+    if segment.score is not None:
+        rewards[-1] += compute_round_reward(segment.score)
+    return rewards
+
+
+def compute_gae(
+    rewards: list[NDArray[np.float32]],
+    values: list[NDArray[np.float32]],
+    last_values: NDArray[np.float32],
+    gamma: float = 0.99,
+    lam: float = 0.95,
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """Generalized Advantage Estimation per segment, never across segments.
+
+    Paper: https://arxiv.org/abs/1506.02438. Segments are padded to the longest and swept
+    backwards once, vectorized across segments, so the Python loop runs max-length times
+    rather than once per step.
+
+    Args:
+        rewards, values: one array per segment, same lengths.
+        last_values: per segment, the value after its last step: 0 after a natural end,
+            V(next_obs) after a truncation or cut.
+
+    Returns:
+        (advantages, returns) concatenated in segment order; returns = advantages + values.
+    """
+    lengths = np.array([len(r) for r in rewards], dtype=np.int64)
+    n_seg, horizon = len(rewards), int(lengths.max(initial=0))
+    r_pad = np.zeros((n_seg, horizon), dtype=np.float32)
+    v_pad = np.zeros((n_seg, horizon), dtype=np.float32)
+    valid = np.arange(horizon)[None, :] < lengths[:, None]
+    r_pad[valid] = np.concatenate(rewards) if n_seg else []
+    v_pad[valid] = np.concatenate(values) if n_seg else []
+    next_v = np.zeros_like(v_pad)
+    next_v[:, :-1] = v_pad[:, 1:]
+    next_v[np.arange(n_seg), lengths - 1] = last_values
+    deltas = r_pad + gamma * next_v - v_pad
+    adv_pad = np.zeros_like(v_pad)
+    acc = np.zeros(n_seg, dtype=np.float32)
+    decay = np.float32(gamma * lam)
+    for t in range(horizon - 1, -1, -1):
+        # Past a segment's end the accumulator stays 0, so each segment starts its sweep fresh.
+        acc = np.where(valid[:, t], deltas[:, t] + decay * acc, np.float32(0.0))
+        adv_pad[:, t] = acc
+    advantages = adv_pad[valid]
+    return advantages, advantages + v_pad[valid]
+
+
+def normalize_advantages(advantages: NDArray[np.float32]) -> tuple[NDArray[np.float32], str]:
+    """Normalize with the seed's guards; returns the advantages and which branch ran.
+
+    - any non-finite advantage → all zeros (a poisoned batch becomes a no-op update);
+    - variance < 1e-8 → center only: float32 noise is ~1e-12 in a constant-reward round,
+      and dividing by it amplifies noise 1e4x and drifted the policy into exp() overflow;
+    - otherwise (a - mean) / sqrt(var + 1e-8).
+    """
+    if advantages.size == 0 or not np.isfinite(advantages).all() or np.abs(advantages).max() >= 1e30:
+        return np.zeros_like(advantages), "zeroed"
+    mean = advantages.mean(dtype=np.float64)
+    var = advantages.var(dtype=np.float64)
+    if var < 1e-8:
+        return (advantages - mean).astype(np.float32), "centered"
+    return ((advantages - mean) / np.sqrt(var + 1e-8)).astype(np.float32), "normalized"

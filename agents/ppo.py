@@ -1,0 +1,315 @@
+"""PPO with the original arena trainer's guards, in batched torch autograd.
+
+Paper: https://arxiv.org/abs/1707.06347 (clipped surrogate), GAE https://arxiv.org/abs/1506.02438.
+
+Read top to bottom, :meth:`PPOAgent.update` is: rewards → values → GAE per segment →
+guarded advantage normalization → epochs of shuffled minibatches (clipped surrogate,
+value loss, gated entropy bonus) → guarded gradient step → log-std clamp. Every guard
+is one the Nim trainer this was ported from needed after a real failure; each one has
+its reason beside it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import Tensor
+
+from .common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_rewards
+from .networks import Critic, GaussianActor
+
+__all__ = ["PPOAgent", "PPOConfig"]
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyperparameters. Defaults are the seed trainer's."""
+
+    obs_dim: int
+    act_dim: int
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of both actor and critic (3 linear layers with the defaults)."""
+    activation: str = "tanh"
+    learning_rate: float = 3e-4
+    adam_eps: float = 1e-8
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_epsilon: float = 0.2
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    """Entropy bonus; gated off for dimensions whose log-std sits at the ceiling (runaway std)."""
+    epochs: int = 4
+    minibatch_size: int = 64
+    max_grad_norm: float = 0.5
+    skip_grad_norm: float = 1e15
+    """A minibatch whose gradient norm is NaN, Inf or above this is skipped entirely."""
+    max_log_ratio: float = 20.0
+    """log(pi/pi_old) is clamped to ±this before exp: float32 exp overflows at 88, and ±20 is
+    deep in clipped territory, so loss and gradient equal the true ratio's."""
+    log_std_init: float = -0.5
+    log_std_min: float = -3.0
+    log_std_max: float = 0.0
+    rollout_steps: int = 2048
+    """Steps gathered before each update."""
+    max_policy_lag: int | None = 32
+    """Segments acted by a policy more than this many versions behind are dropped (on-policy)."""
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("obs_dim", "act_dim", "epochs", "minibatch_size", "rollout_steps"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.hidden or any(h < 1 for h in self.hidden):
+            problems.append(f"hidden must list positive widths, got {self.hidden}")
+        if self.activation not in ("tanh", "relu"):
+            problems.append(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
+        if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.gae_lambda <= 1.0:
+            problems.append(f"gamma must be in (0, 1] and gae_lambda in [0, 1], got {self.gamma}, {self.gae_lambda}")
+        if not 0.0 < self.clip_epsilon < 1.0:
+            problems.append(f"clip_epsilon must be in (0, 1), got {self.clip_epsilon}")
+        if self.learning_rate <= 0 or self.max_grad_norm <= 0 or self.max_log_ratio <= 0:
+            problems.append("learning_rate, max_grad_norm and max_log_ratio must be > 0")
+        if self.value_coef < 0 or self.entropy_coef < 0:
+            problems.append("value_coef and entropy_coef must be >= 0")
+        if not self.log_std_min < self.log_std_max:
+            problems.append(f"log_std_min ({self.log_std_min}) must be below log_std_max ({self.log_std_max})")
+        if self.max_policy_lag is not None and self.max_policy_lag < 0:
+            problems.append(f"max_policy_lag must be >= 0 or None, got {self.max_policy_lag}")
+        if problems:
+            raise ValueError("invalid PPOConfig: " + "; ".join(problems))
+        if self.minibatch_size > self.rollout_steps:
+            warnings.warn(
+                f"minibatch_size {self.minibatch_size} > rollout_steps {self.rollout_steps}: one minibatch per epoch",
+                stacklevel=2,
+            )
+
+
+class PPOAgent:
+    """Clipped PPO over segments streamed by many bots (see :class:`agents.base.Agent`)."""
+
+    name = "ppo"
+
+    def __init__(self, config: PPOConfig) -> None:
+        self.config = config
+        self.max_policy_lag = config.max_policy_lag
+        self.update_steps = config.rollout_steps
+        self.device = torch.device(config.device)
+        self.generator = torch.Generator().manual_seed(config.seed)  # CPU generator: shuffles are device-independent
+        torch.manual_seed(config.seed)
+        self.actor = GaussianActor(
+            config.obs_dim,
+            config.act_dim,
+            config.hidden,
+            config.activation,
+            config.log_std_init,
+            config.log_std_min,
+            config.log_std_max,
+        ).to(self.device)
+        self.critic = Critic(config.obs_dim, config.hidden, config.activation).to(self.device)
+        self.optimizer = self._new_optimizer()
+        self.updates = 0
+        self._segments: list[Segment] = []
+        self._held = 0
+
+    def _new_optimizer(self) -> torch.optim.Adam:
+        params = [*self.actor.parameters(), *self.critic.parameters()]
+        return torch.optim.Adam(params, lr=self.config.learning_rate, eps=self.config.adam_eps)
+
+    # ── data in ──────────────────────────────────────────────────────────────
+
+    def observe(self, segments: list[Segment]) -> None:
+        for segment in segments:
+            self._segments.append(segment)
+            self._held += segment.steps
+
+    def ready(self) -> bool:
+        return self._held >= self.config.rollout_steps
+
+    @property
+    def pending_steps(self) -> int:
+        return self._held
+
+    # ── the update ───────────────────────────────────────────────────────────
+
+    def update(self) -> dict[str, float]:
+        """One PPO update over every held segment (at least ``rollout_steps`` steps)."""
+        cfg = self.config
+        segments, self._segments, self._held = self._segments, [], 0
+        if not segments:
+            return {"train/steps_trained": 0.0}
+        dev = self.device
+
+        # Rebuild tensors on this (the trainer) thread from the plain arrays.
+        obs = torch.from_numpy(np.concatenate([s.obs for s in segments])).to(dev)
+        actions = torch.from_numpy(np.concatenate([s.act for s in segments])).to(dev)
+        old_logp = torch.from_numpy(np.concatenate([s.logp for s in segments])).to(dev)
+        rewards = [segment_rewards(s) for s in segments]
+
+        # Values with the current critic (bots never hold it); bootstrap rows for truncations and cuts.
+        with torch.no_grad():
+            values = self.critic(obs).cpu().numpy()
+            boot_rows = [i for i, s in enumerate(segments) if s.end is not SegmentEnd.TERMINAL]
+            last_values = np.zeros(len(segments), dtype=np.float32)
+            if boot_rows:
+                boot_obs = np.stack([segments[i].next_obs for i in boot_rows])  # type: ignore[misc]
+                last_values[boot_rows] = self.critic(torch.from_numpy(boot_obs).to(dev)).cpu().numpy()
+        splits = np.cumsum([s.steps for s in segments])[:-1]
+
+        # GAE per segment: 0 after a natural end, V(next_obs) after a truncation (a time limit still has a future).
+        advantages, returns = compute_gae(rewards, np.split(values, splits), last_values, cfg.gamma, cfg.gae_lambda)
+        norm_adv, adv_branch = normalize_advantages(advantages)
+        adv_t = torch.from_numpy(norm_adv).to(dev)
+        ret_t = torch.from_numpy(returns.astype(np.float32)).to(dev)
+
+        n = len(obs)
+        stats: dict[str, float] = {
+            "policy_loss": 0.0,
+            "value_loss": 0.0,
+            "entropy": 0.0,
+            "approx_kl": 0.0,
+            "clip_fraction": 0.0,
+            "grad_norm": 0.0,
+        }
+        done_minibatches = skipped = 0
+        params = [*self.actor.parameters(), *self.critic.parameters()]
+        for _epoch in range(cfg.epochs):
+            order = torch.randperm(n, generator=self.generator).to(dev)
+            for start in range(0, n, cfg.minibatch_size):
+                idx = order[start : start + cfg.minibatch_size]
+                mb = self._minibatch_loss(obs[idx], actions[idx], old_logp[idx], adv_t[idx], ret_t[idx])
+                self.optimizer.zero_grad(set_to_none=True)
+                mb["loss"].backward()
+                self._gate_log_std_floor()
+                # A NaN/Inf (or absurd) gradient skips the step entirely: a no-op is safer than
+                # writing NaN into weights, which corrupts all later inference and hangs the bot.
+                grads = [p.grad for p in params if p.grad is not None]
+                grad_norm = float(torch.nn.utils.get_total_norm(grads))
+                if not math.isfinite(grad_norm) or grad_norm > cfg.skip_grad_norm or not torch.isfinite(mb["loss"]):
+                    skipped += 1
+                    self.optimizer.zero_grad(set_to_none=True)
+                    continue
+                torch.nn.utils.clip_grads_with_norm_(params, cfg.max_grad_norm, torch.tensor(grad_norm))
+                self.optimizer.step()
+                self.actor.clamp_log_std_()  # the raw parameter may not drift past the bounds
+                done_minibatches += 1
+                stats["grad_norm"] += grad_norm
+                for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"):
+                    stats[key] += float(mb[key])
+        self.updates += 1
+
+        y_var = float(np.var(returns))
+        explained = float("nan") if y_var == 0.0 else 1.0 - float(np.var(returns - values)) / y_var
+        metrics = {f"train/{k}": v / max(done_minibatches, 1) for k, v in stats.items()}
+        metrics.update(
+            {
+                "train/explained_variance": explained,
+                "train/skipped_minibatches": float(skipped),
+                "train/minibatches": float(done_minibatches),
+                "train/steps_trained": float(n),
+                "train/segments": float(len(segments)),
+                "train/advantage_guard": {"normalized": 0.0, "centered": 1.0, "zeroed": 2.0}[adv_branch],
+                "train/std_mean": float(self.actor.clamped_log_std().detach().exp().mean()),
+                "train/reward_mean": float(np.mean(np.concatenate(rewards))),
+            }
+        )
+        return metrics
+
+    def _minibatch_loss(self, obs: Tensor, actions: Tensor, old_logp: Tensor, adv: Tensor, ret: Tensor) -> dict[str, Tensor]:
+        cfg = self.config
+        new_logp, log_std = self.actor.log_prob(obs, actions)
+        log_ratio = (new_logp - old_logp).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
+        ratio = log_ratio.exp()
+        # clipped surrogate
+        surr1 = ratio * adv
+        surr2 = ratio.clamp(1.0 - cfg.clip_epsilon, 1.0 + cfg.clip_epsilon) * adv
+        policy_loss = -torch.min(surr1, surr2).mean()
+        # value loss (the seed's coefficient times the squared error)
+        value_loss = (self.critic(obs) - ret).pow(2).mean()
+        # entropy bonus, gated per dimension at the log-std ceiling so it cannot push std up forever
+        at_ceiling = self.actor.log_std.detach() >= cfg.log_std_max
+        gated = torch.where(at_ceiling, log_std.detach(), log_std)
+        entropy = (gated + 0.5 * (1.0 + math.log(2.0 * math.pi))).sum()
+        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+        with torch.no_grad():
+            approx_kl = ((ratio - 1.0) - log_ratio).mean()  # http://joschu.net/blog/kl-approx.html
+            clip_fraction = ((ratio - 1.0).abs() > cfg.clip_epsilon).float().mean()
+        return {
+            "loss": loss,
+            "policy_loss": policy_loss.detach(),
+            "value_loss": value_loss.detach(),
+            "entropy": entropy.detach(),
+            "approx_kl": approx_kl,
+            "clip_fraction": clip_fraction,
+        }
+
+    def _gate_log_std_floor(self) -> None:
+        """At the floor, drop gradient that would push the log-std further down.
+
+        The seed zeroed the whole gradient there; we keep the upward part so a std that
+        touched the floor can still recover (a zero gradient made the floor absorbing).
+        Gradient descent moves against the gradient, so "down" is a positive gradient.
+        """
+        grad = self.actor.log_std.grad
+        if grad is not None:
+            at_floor = self.actor.log_std.detach() <= self.config.log_std_min
+            grad.copy_(torch.where(at_floor, grad.clamp(max=0.0), grad))
+
+    # ── export and persistence ───────────────────────────────────────────────
+
+    def export_actor(self) -> tuple[dict[str, Any], dict[str, NDArray[np.float32]]]:
+        return self.actor.export()
+
+    def explore_settings(self) -> dict[str, float]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        config = asdict(self.config)
+        config["hidden"] = list(config["hidden"])
+        return {
+            "algo": self.name,
+            "config": config,
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+            "shuffle_rng": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load networks (must match this config) and Adam state (re-created if its shapes differ)."""
+        if state.get("algo") != self.name:
+            raise ValueError(f"checkpoint holds a {state.get('algo')!r} agent, not {self.name!r}")
+        try:
+            self.actor.load_state_dict(state["actor"])
+            self.critic.load_state_dict(state["critic"])
+        except (RuntimeError, KeyError) as exc:
+            raise ValueError(f"checkpoint networks do not fit this run's sizes: {exc}") from None
+        self.actor.clamp_log_std_()
+        self.optimizer = self._new_optimizer()
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self._check_optimizer_shapes()
+        except (ValueError, KeyError, RuntimeError) as exc:
+            # A checkpoint from other layer sizes leaves Adam moments of the wrong shape:
+            # start Adam fresh rather than crash (or broadcast garbage) on the next step.
+            warnings.warn(f"optimizer state not reusable ({exc}); Adam re-created", stacklevel=2)
+            self.optimizer = self._new_optimizer()
+        self.updates = int(state.get("updates", 0))
+        if "shuffle_rng" in state:
+            self.generator.set_state(state["shuffle_rng"])
+
+    def _check_optimizer_shapes(self) -> None:
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                st = self.optimizer.state.get(p, {})
+                for key in ("exp_avg", "exp_avg_sq"):
+                    if key in st and st[key].shape != p.shape:
+                        raise ValueError(f"Adam {key} shape {tuple(st[key].shape)} != parameter {tuple(p.shape)}")

@@ -1,0 +1,1 @@
+"""The built-in headless arena (games bots play over the websocket protocol)."""

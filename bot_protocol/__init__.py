@@ -1,0 +1,60 @@
+"""Arena bot protocol v1: the wire format, a sans-I/O codec, a numpy policy and a bot client.
+
+This package never imports torch or the server: a bot needs only numpy, msgpack and
+websockets. ``docs/protocol.md`` is the contract it implements.
+"""
+
+from .batching import StepRecorder
+from .codec import decode_from_bot, decode_from_server, encode
+from .errors import CloseCode, ErrorCode, ProtocolError
+from .messages import (
+    FLAG_TERMINAL,
+    FLAG_TRUNCATED,
+    N_REWARD_TERMS,
+    PROTOCOL_VERSION,
+    SUBPROTOCOL,
+    Architecture,
+    Bye,
+    Credit,
+    Error,
+    Hello,
+    Limits,
+    Message,
+    RewardMode,
+    SessionSpec,
+    TransitionBatch,
+    Weights,
+    Welcome,
+)
+from .policy import Policy
+from .tensors import decode_tensors, encode_tensors
+
+__all__ = [
+    "FLAG_TERMINAL",
+    "FLAG_TRUNCATED",
+    "N_REWARD_TERMS",
+    "PROTOCOL_VERSION",
+    "SUBPROTOCOL",
+    "Architecture",
+    "Bye",
+    "CloseCode",
+    "Credit",
+    "Error",
+    "ErrorCode",
+    "Hello",
+    "Limits",
+    "Message",
+    "Policy",
+    "ProtocolError",
+    "RewardMode",
+    "SessionSpec",
+    "StepRecorder",
+    "TransitionBatch",
+    "Weights",
+    "Welcome",
+    "decode_from_bot",
+    "decode_from_server",
+    "decode_tensors",
+    "encode",
+    "encode_tensors",
+]

@@ -1,0 +1,156 @@
+"""Collect a vectorized bot's steps into columnar ``tr`` batches (sans-I/O).
+
+A bot driving ``n_agents`` agents calls :meth:`StepRecorder.record` once per tick
+with one row per agent; the recorder assigns episode ids, keeps the conditional
+columns (``next_obs`` for truncated steps, ``score`` for ended steps) in row order,
+and hands back a :class:`~bot_protocol.messages.TransitionBatch` when enough rows
+have piled up. Every batch carries exactly one policy identity, so rows acted with
+different weights are never mixed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .messages import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, RewardMode, TransitionBatch
+
+__all__ = ["StepRecorder"]
+
+
+class StepRecorder:
+    """Accumulates steps for up to ``n_agents`` agents and cuts them into batches.
+
+    Args:
+        obs_dim, act_dim, n_agents, reward: the shapes declared in ``hello``.
+        batch_steps: rows per batch; :meth:`record` returns a batch once this many are held.
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, n_agents: int, reward: RewardMode, batch_steps: int = 64) -> None:
+        if batch_steps < 1:
+            raise ValueError(f"batch_steps must be >= 1, got {batch_steps}")
+        self.obs_dim, self.act_dim, self.n_agents, self.reward = obs_dim, act_dim, n_agents, reward
+        self.batch_steps = batch_steps
+        self.episode = np.zeros(n_agents, dtype=np.uint32)
+        self._identity: tuple[int, int] | None = None
+        self._rows: list[dict[str, NDArray[np.generic]]] = []
+        self._held = 0
+        self._all_agents = np.arange(n_agents, dtype=np.uint32)
+
+    def __len__(self) -> int:
+        return self._held
+
+    def record(
+        self,
+        obs: ArrayLike,
+        actions: ArrayLike,
+        logp: ArrayLike,
+        *,
+        generation: int,
+        version: int,
+        reward: ArrayLike | None = None,
+        terms: ArrayLike | None = None,
+        terminal: ArrayLike | None = None,
+        truncated: ArrayLike | None = None,
+        next_obs: ArrayLike | None = None,
+        score: ArrayLike | None = None,
+        agents: ArrayLike | None = None,
+    ) -> TransitionBatch | None:
+        """Add one step for each agent in ``agents`` (default: all, in order).
+
+        ``next_obs`` (rows aligned with ``agents``) is required when any agent is
+        truncated; ``score`` (aligned too) is required in terms mode when any agent ended.
+        Rows for other agents in these two arrays are ignored.
+
+        Returns:
+            A batch to send when the identity changed (the held rows are cut first —
+            then call :meth:`flush` is not needed, the new rows stay held) or when
+            ``batch_steps`` rows are held; otherwise ``None``.
+
+        Raises:
+            ValueError: on a shape or mode mismatch (a bug in the bot, caught before the wire).
+        """
+        ids = self._all_agents if agents is None else np.asarray(agents, dtype=np.uint32)
+        n = len(ids)
+        obs_a = _rows(obs, (n, self.obs_dim), "obs")
+        act_a = _rows(actions, (n, self.act_dim), "actions")
+        logp_a = _rows(logp, (n,), "logp")
+        term = np.zeros(n, bool) if terminal is None else np.asarray(terminal, dtype=bool).reshape(n)
+        trunc = np.zeros(n, bool) if truncated is None else np.asarray(truncated, dtype=bool).reshape(n)
+        trunc = trunc & ~term  # a natural end wins over a simultaneous time limit
+        flags = (term * FLAG_TERMINAL + trunc * FLAG_TRUNCATED).astype(np.uint8)
+        row: dict[str, NDArray[np.generic]] = {
+            "agent": ids,
+            "episode": self.episode[ids].copy(),
+            "obs": obs_a,
+            "act": act_a,
+            "logp": logp_a,
+            "flags": flags,
+        }
+        if self.reward is RewardMode.SCALAR:
+            if reward is None or terms is not None:
+                raise ValueError("scalar-reward bots pass reward=, not terms=")
+            row["rew"] = _rows(reward, (n,), "reward")
+        else:
+            if terms is None:
+                raise ValueError("terms-reward bots pass terms= (n, 5)")
+            row["terms"] = _rows(terms, (n, N_REWARD_TERMS), "terms")
+            ended = flags != 0
+            if ended.any():
+                if score is None:
+                    raise ValueError("terms-reward bots pass score= when an agent's episode ends")
+                row["score"] = _rows(score, (n,), "score")[ended]
+        if trunc.any():
+            if next_obs is None:
+                raise ValueError("next_obs= is required when an agent is truncated")
+            row["next_obs"] = _rows(next_obs, (n, self.obs_dim), "next_obs")[trunc]
+        self.episode[ids[flags != 0]] += 1
+
+        out = None
+        identity = (generation, version)
+        if self._identity is not None and identity != self._identity and self._held:
+            out = self.flush()
+        self._identity = identity
+        self._rows.append(row)
+        self._held += n
+        if out is None and self._held >= self.batch_steps:
+            out = self.flush()
+        return out
+
+    def flush(self) -> TransitionBatch | None:
+        """Cut every held row into one batch (``seq`` 0: the client stamps it when sending)."""
+        if not self._held:
+            return None
+        assert self._identity is not None, "rows held without a policy identity"
+        rows, self._rows, self._held = self._rows, [], 0
+
+        def cat(key: str, shape: tuple[int, ...]) -> NDArray[np.float32] | None:
+            parts = [r[key] for r in rows if key in r]
+            return np.concatenate(parts) if parts else np.zeros(shape, np.float32)
+
+        generation, version = self._identity
+        return TransitionBatch(
+            seq=0,
+            generation=generation,
+            version=version,
+            agent=np.concatenate([r["agent"] for r in rows]).astype(np.uint32),
+            episode=np.concatenate([r["episode"] for r in rows]).astype(np.uint32),
+            obs=np.concatenate([r["obs"] for r in rows]).astype(np.float32),
+            act=np.concatenate([r["act"] for r in rows]).astype(np.float32),
+            logp=np.concatenate([r["logp"] for r in rows]).astype(np.float32),
+            flags=np.concatenate([r["flags"] for r in rows]).astype(np.uint8),
+            rew=cat("rew", (0,)) if self.reward is RewardMode.SCALAR else None,
+            terms=cat("terms", (0, N_REWARD_TERMS)) if self.reward is RewardMode.TERMS else None,
+            next_obs=cat("next_obs", (0, self.obs_dim)),
+            score=cat("score", (0,)) if self.reward is RewardMode.TERMS else None,
+        )
+
+
+def _rows(value: ArrayLike, shape: tuple[int, ...], name: str) -> NDArray[np.float32]:
+    array = np.asarray(value, dtype=np.float32)
+    if array.shape != shape:
+        try:
+            array = array.reshape(shape)
+        except ValueError:
+            raise ValueError(f"{name} has shape {array.shape}, expected {shape}") from None
+    return array

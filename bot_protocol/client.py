@@ -1,0 +1,426 @@
+"""Bot client library: an asyncio :class:`BotClient` and a blocking :class:`BlockingBotClient`.
+
+The client does the handshake, respects flow-control credits, stamps sequence
+numbers, receives weights and swaps them in atomically (a new immutable
+:class:`~bot_protocol.policy.Policy` object replaces the old one in one assignment),
+and reconnects with jittered exponential backoff when the connection drops.
+
+This is the only module of ``bot_protocol`` that does I/O; everything it sends and
+receives goes through :mod:`bot_protocol.codec`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import ssl as ssl_module
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from .batching import StepRecorder
+from .codec import decode_from_server, encode
+from .errors import ProtocolError
+from .messages import SUBPROTOCOL, Bye, Credit, Error, Hello, Limits, RewardMode, TransitionBatch, Weights, Welcome
+from .policy import Policy
+
+__all__ = ["BlockingBotClient", "BotClient", "ClientConfig", "HandshakeRejected"]
+
+logger = logging.getLogger(__name__)
+
+CLIENT_NAME = "arena-trainer-python/1"
+
+
+class HandshakeRejected(Exception):
+    """The server refused this bot for good (bad token, bad hello): retrying would not help."""
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """How a bot connects. Shapes must match what the server's run expects."""
+
+    url: str
+    """``ws://host:port`` or ``wss://host:port``."""
+    name: str
+    obs_dim: int
+    act_dim: int
+    n_agents: int = 1
+    reward: RewardMode = RewardMode.SCALAR
+    token: str | None = None
+    """Bearer token sent in the handshake's ``Authorization`` header."""
+    batch_steps: int = 64
+    """Rows per ``tr`` message; 64+ keeps per-message overhead negligible."""
+    ssl: ssl_module.SSLContext | None = None
+    """TLS context for ``wss://`` (certificates are verified unless the context says otherwise)."""
+    # Timeouts (seconds)
+    open_timeout: float = 5.0
+    """Connect + hello/welcome deadline."""
+    credit_timeout: float | None = 60.0
+    """Longest wait for flow-control credit before :class:`TimeoutError`; ``None`` waits forever."""
+    # Reconnects
+    reconnect: bool = True
+    backoff_initial: float = 0.2
+    backoff_factor: float = 1.618
+    backoff_max: float = 10.0
+    max_reconnects: int | None = None
+    """Consecutive failed reconnects before giving up; ``None`` retries forever."""
+    max_weights_bytes: int = 64 << 20
+    """Largest server frame accepted (weights blobs are the big ones)."""
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("ws://", "wss://")):
+            raise ValueError(f"url must start with ws:// or wss://, got {self.url!r}")
+        for name in ("obs_dim", "act_dim", "n_agents", "batch_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.backoff_initial <= 0 or self.backoff_factor < 1 or self.backoff_max < self.backoff_initial:
+            raise ValueError("backoff needs initial > 0, factor >= 1 and max >= initial")
+
+    def hello(self) -> Hello:
+        return Hello(self.name, self.obs_dim, self.act_dim, self.n_agents, self.reward, CLIENT_NAME)
+
+
+@dataclass
+class ClientStats:
+    """Counters a bot can read to check its own accounting."""
+
+    messages_sent: int = 0
+    steps_sent: int = 0
+    weights_swapped: int = 0
+    weights_rejected: int = 0
+    reconnects: int = 0
+    errors: deque[Error] = field(default_factory=lambda: deque(maxlen=64))
+    swap_times: deque[tuple[int, int, float]] = field(default_factory=lambda: deque(maxlen=4096))
+    """(generation, version, time.monotonic()) of each swap, for latency measurements."""
+
+
+class BotClient:
+    """An asyncio bot connection. Use ``async with BotClient(config) as bot:``.
+
+    After :meth:`connect` returns, :attr:`policy` holds the server's current weights and
+    :meth:`send` may be called. Weights arriving later replace :attr:`policy` between
+    two awaits of your code, never during one.
+    """
+
+    def __init__(self, config: ClientConfig, on_weights: Callable[[Policy], None] | None = None) -> None:
+        self.config = config
+        self.stats = ClientStats()
+        self.policy: Policy | None = None
+        self.welcome: Welcome | None = None
+        self._on_weights = on_weights
+        self._connection: ClientConnection | None = None
+        self._receiver: asyncio.Task[None] | None = None
+        self._credit = 0
+        self._credit_changed = asyncio.Event()
+        self._seq = 0
+        self._closing = False
+        self._lost = asyncio.Event()
+
+    @property
+    def limits(self) -> Limits:
+        assert self.welcome is not None, "connect() first"
+        return self.welcome.limits
+
+    @property
+    def credit(self) -> int:
+        return self._credit
+
+    async def __aenter__(self) -> BotClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        """Open the connection and complete ``hello`` → ``welcome``.
+
+        Raises:
+            HandshakeRejected: bad token (401), refused origin/subprotocol, or a bad hello.
+            OSError, TimeoutError: the server is unreachable (retried by :meth:`send` when reconnecting).
+        """
+        cfg = self.config
+        headers = {"Authorization": f"Bearer {cfg.token}"} if cfg.token else None
+        try:
+            connection = await connect(
+                cfg.url,
+                subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
+                additional_headers=headers,
+                compression=None,  # dense float32 barely compresses; deflate made batches 28x slower here
+                max_size=cfg.max_weights_bytes,
+                open_timeout=cfg.open_timeout,
+                ssl=cfg.ssl,
+                ping_interval=10,
+                ping_timeout=10,
+                close_timeout=5,
+            )
+        except InvalidStatus as exc:
+            raise HandshakeRejected(f"server refused the connection: HTTP {exc.response.status_code}") from None
+        try:
+            await connection.send(encode(cfg.hello()))
+            async with asyncio.timeout(cfg.open_timeout):
+                reply = decode_from_server(await connection.recv(decode=False), cfg.max_weights_bytes)
+        except ConnectionClosed as exc:
+            raise HandshakeRejected(f"server closed during hello: {exc.rcvd}") from None
+        except BaseException:
+            await connection.close()
+            raise
+        if isinstance(reply, Error):
+            await connection.close()
+            raise HandshakeRejected(f"server refused hello: {reply.code}: {reply.msg}")
+        if not isinstance(reply, Welcome):
+            await connection.close()
+            raise HandshakeRejected(f"expected welcome, got {type(reply).__name__}")
+        self.welcome = reply
+        self._connection = connection
+        self._credit = reply.credit
+        self._lost.clear()
+        self._install(reply.weights, initial=True)
+        self._receiver = asyncio.create_task(self._receive(connection), name=f"bot-recv-{cfg.name}")
+
+    async def close(self) -> None:
+        """Say ``bye`` and close (idempotent). Open episodes are cut as truncated by the server."""
+        self._closing = True
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(ConnectionClosed):
+                await connection.send(encode(Bye("client closed")))
+            await connection.close()
+        if self._receiver is not None:
+            self._receiver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._receiver
+
+    async def send(self, batch: TransitionBatch) -> int:
+        """Send one batch, waiting for credit first; returns the sequence number used.
+
+        Reconnects (when configured) if the connection is lost before the send.
+
+        Raises:
+            TimeoutError: no credit arrived within ``credit_timeout``.
+            ConnectionClosed: the connection is gone and reconnecting is off or exhausted.
+        """
+        while True:
+            if self._connection is None or self._lost.is_set():
+                await self._reconnect()
+            try:
+                async with asyncio.timeout(self.config.credit_timeout):
+                    while self._credit <= 0:
+                        if self._lost.is_set():
+                            break
+                        self._credit_changed.clear()
+                        await self._credit_changed.wait()
+            except TimeoutError:
+                raise TimeoutError(f"no flow-control credit within {self.config.credit_timeout} s") from None
+            if self._lost.is_set() or self._connection is None:
+                continue
+            seq = self._seq
+            frame = encode(replace(batch, seq=seq))
+            try:
+                await self._connection.send(frame)
+            except ConnectionClosed:
+                self._lost.set()
+                continue
+            self._seq += 1
+            self._credit -= 1
+            self.stats.messages_sent += 1
+            self.stats.steps_sent += batch.n
+            return seq
+
+    async def _reconnect(self) -> None:
+        if self._closing:
+            raise ConnectionError("client is closed")
+        if not self.config.reconnect and self.welcome is not None:
+            raise ConnectionError("connection lost and reconnect is off")
+        cfg = self.config
+        delay = cfg.backoff_initial
+        failures = 0
+        while True:
+            try:
+                await self.connect()
+                self.stats.reconnects += 1
+                return
+            except HandshakeRejected:
+                raise
+            except (OSError, TimeoutError, ConnectionClosed) as exc:
+                failures += 1
+                if cfg.max_reconnects is not None and failures > cfg.max_reconnects:
+                    raise ConnectionError(f"gave up after {failures - 1} reconnect attempts: {exc}") from exc
+                # Full jitter: spreads a herd of bots over the whole window after a server restart.
+                await asyncio.sleep(random.uniform(0.5, 1.0) * delay)
+                delay = min(cfg.backoff_max, delay * cfg.backoff_factor)
+
+    async def _receive(self, connection: ClientConnection) -> None:
+        try:
+            async for frame in connection:
+                if isinstance(frame, str):
+                    logger.warning("server sent a text frame; ignored")
+                    continue
+                try:
+                    message = decode_from_server(frame, self.config.max_weights_bytes)
+                except ProtocolError as exc:
+                    logger.warning("undecodable frame from server: %s", exc)
+                    continue
+                if isinstance(message, Credit):
+                    self._credit += message.grant
+                    self._credit_changed.set()
+                elif isinstance(message, Weights):
+                    self._install(message)
+                elif isinstance(message, Error):
+                    self.stats.errors.append(message)
+                    logger.warning("server error %s: %s (ref %s)", message.code, message.msg, message.ref)
+        except ConnectionClosed:
+            pass
+        finally:
+            if self._connection is connection:
+                self._lost.set()
+                self._credit_changed.set()
+
+    def _install(self, weights: Weights, initial: bool = False) -> None:
+        """Verify and swap in new weights; keep the current policy if anything is wrong."""
+        current = self.policy
+        if current is not None and (weights.generation, weights.version) <= (current.generation, current.version):
+            if not initial:
+                self.stats.weights_rejected += 1
+                logger.warning(
+                    "ignored weights (gen %d, ver %d): not newer than (%d, %d)",
+                    weights.generation,
+                    weights.version,
+                    current.generation,
+                    current.version,
+                )
+            return
+        try:
+            policy = Policy.from_weights(weights)
+        except ProtocolError as exc:
+            self.stats.weights_rejected += 1
+            logger.warning("rejected weights: %s", exc.message)
+            return
+        if policy.obs_dim != self.config.obs_dim or policy.act_dim != self.config.act_dim:
+            self.stats.weights_rejected += 1
+            logger.warning("rejected weights: sizes %d→%d do not match this bot", policy.obs_dim, policy.act_dim)
+            return
+        self.policy = policy  # one reference assignment: the swap is atomic for any reader
+        self.stats.weights_swapped += 0 if initial and current is None else 1
+        self.stats.swap_times.append((policy.generation, policy.version, time.monotonic()))
+        if self._on_weights is not None:
+            self._on_weights(policy)
+
+
+class BlockingBotClient:
+    """A blocking facade for bots that run their own game loop in a thread.
+
+    The websocket lives on a private event loop in a daemon thread. Typical use::
+
+        with BlockingBotClient(ClientConfig(url, "mybot", obs_dim=4, act_dim=2, n_agents=8)) as bot:
+            obs = env.reset()
+            while playing:
+                actions, logp = bot.act(obs)           # the latest weights, swapped in between ticks
+                next_obs, reward, terminal, truncated = env.step(actions)
+                bot.record(obs, actions, logp, reward=reward, terminal=terminal,
+                           truncated=truncated, next_obs=next_obs)
+                obs = ...                              # reset ended agents
+
+    :meth:`record` sends a batch every ``batch_steps`` rows; it blocks only when the
+    server has granted no credit (the trainer is behind), which is the backpressure.
+    """
+
+    def __init__(self, config: ClientConfig, seed: int | None = None) -> None:
+        self.config = config
+        self.rng = np.random.default_rng(seed)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"bot-{config.name}", daemon=True)
+        self._client = BotClient(config)
+        self._recorder = StepRecorder(config.obs_dim, config.act_dim, config.n_agents, config.reward, config.batch_steps)
+        self._acting: Policy | None = None
+        self._pending: Any = None  # concurrent.futures.Future of the send in flight
+
+    @property
+    def client(self) -> BotClient:
+        return self._client
+
+    @property
+    def stats(self) -> ClientStats:
+        return self._client.stats
+
+    @property
+    def policy(self) -> Policy:
+        policy = self._client.policy
+        assert policy is not None, "connect() first"
+        return policy
+
+    def __enter__(self) -> BlockingBotClient:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self, coro: Any, timeout: float | None = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def connect(self) -> None:
+        """Start the I/O thread and connect (raises what :meth:`BotClient.connect` raises)."""
+        if not self._thread.is_alive():
+            self._thread.start()
+        self._run(self._client.connect())
+
+    def act(self, obs: ArrayLike, deterministic: bool = False) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        """Actions and log-probs for every agent's observation, with the newest weights.
+
+        The policy used is remembered so the next :meth:`record` stamps its version.
+        """
+        policy = self.policy
+        self._acting = policy
+        obs_a = np.asarray(obs, dtype=np.float32).reshape(-1, self.config.obs_dim)
+        return policy.act(obs_a, self.rng, deterministic)
+
+    def record(self, obs: ArrayLike, actions: ArrayLike, logp: ArrayLike, **step: Any) -> None:
+        """Record one step per agent (see :meth:`StepRecorder.record` for the fields)."""
+        policy = self._acting or self.policy
+        batch = self._recorder.record(obs, actions, logp, generation=policy.generation, version=policy.version, **step)
+        if batch is not None:
+            self._send(batch)
+
+    def flush(self) -> None:
+        """Send every held row now, and wait until it is on the wire."""
+        batch = self._recorder.flush()
+        if batch is not None:
+            self._send(batch)
+        self._wait_pending()
+
+    def _send(self, batch: TransitionBatch) -> None:
+        # One send in flight: the game loop overlaps with I/O, and waits only when the
+        # previous batch is still waiting for credit.
+        self._wait_pending()
+        self._pending = asyncio.run_coroutine_threadsafe(self._client.send(batch), self._loop)
+
+    def _wait_pending(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def close(self) -> None:
+        """Flush, say ``bye``, close the connection and stop the I/O thread (idempotent)."""
+        if not self._thread.is_alive():
+            return
+        try:
+            with contextlib.suppress(ConnectionError, ConnectionClosed, TimeoutError):
+                self.flush()
+        finally:
+            with contextlib.suppress(Exception):
+                self._run(self._client.close(), timeout=10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            if not self._thread.is_alive():
+                self._loop.close()

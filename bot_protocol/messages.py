@@ -1,0 +1,528 @@
+"""Typed messages of wire format v1, one frozen dataclass each.
+
+Each message knows how to turn itself into the plain msgpack map that goes on the
+wire (:meth:`to_wire`) and how to be rebuilt from one (:meth:`from_wire`), checking
+every field on the way in. Nothing here touches a socket; :mod:`bot_protocol.codec`
+adds the msgpack framing and the one decode boundary.
+
+Float arrays travel as msgpack ``bin`` holding little-endian float32 in C order, so
+a batch of thousands of steps is rebuilt with one ``np.frombuffer`` per field.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .errors import ErrorCode, ProtocolError
+
+__all__ = [
+    "FLAG_TERMINAL",
+    "FLAG_TRUNCATED",
+    "N_REWARD_TERMS",
+    "PROTOCOL_VERSION",
+    "SUBPROTOCOL",
+    "Architecture",
+    "Bye",
+    "Credit",
+    "Error",
+    "Hello",
+    "Limits",
+    "Message",
+    "RewardMode",
+    "SessionSpec",
+    "TransitionBatch",
+    "Weights",
+    "Welcome",
+]
+
+PROTOCOL_VERSION = 1
+SUBPROTOCOL = "arena.v1"
+
+FLAG_TERMINAL = 1
+"""Bit 0 of ``flags``: the episode ended naturally (death, win); no bootstrap."""
+FLAG_TRUNCATED = 2
+"""Bit 1 of ``flags``: the episode was cut (time limit); the future is bootstrapped from ``next_obs``."""
+
+N_REWARD_TERMS = 5
+"""Columns of ``terms``: my energy delta, enemy energy delta, distance to enemy, max distance, |gun bearing| (deg)."""
+
+MAX_NAME_LEN = 64
+MAX_MESSAGE_TEXT = 256
+MAX_OBS_DIM = 4096
+MAX_ACT_DIM = 256
+MAX_AGENTS = 4096
+MAX_U64 = 2**64 - 1
+
+F32 = np.dtype("<f4")
+U32 = np.dtype("<u4")
+U8 = np.dtype("u1")
+
+
+class RewardMode(enum.StrEnum):
+    """How a bot reports reward: one float per step, or the raw terms the trainer shapes."""
+
+    SCALAR = "scalar"
+    TERMS = "terms"
+
+
+# ── field readers: each raises ProtocolError naming the field ────────────────
+
+
+def _get(m: Mapping[str, Any], key: str) -> Any:
+    try:
+        return m[key]
+    except KeyError:
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"missing field {key!r}") from None
+
+
+def _int(m: Mapping[str, Any], key: str, lo: int, hi: int) -> int:
+    value = _get(m, key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"field {key!r} must be an integer")
+    if not lo <= value <= hi:
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"field {key!r} = {value} outside [{lo}, {hi}]")
+    return value
+
+
+def _float(m: Mapping[str, Any], key: str) -> float:
+    value = _get(m, key)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not np.isfinite(value):
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"field {key!r} must be a finite number")
+    return float(value)
+
+
+def _str(m: Mapping[str, Any], key: str, max_len: int = MAX_NAME_LEN) -> str:
+    value = _get(m, key)
+    if not isinstance(value, str):
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"field {key!r} must be a string")
+    if len(value) > max_len:
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"field {key!r} longer than {max_len} characters")
+    return value
+
+
+def _map(m: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = _get(m, key)
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"field {key!r} must be a map with string keys")
+    return value
+
+
+def _bytes(m: Mapping[str, Any], key: str) -> bytes:
+    value = _get(m, key)
+    if not isinstance(value, bytes):
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"field {key!r} must be bin")
+    return value
+
+
+def _block(m: Mapping[str, Any], key: str, dtype: np.dtype[Any], shape: tuple[int, ...]) -> NDArray[Any]:
+    """A ``bin`` field reinterpreted as an array of exactly ``shape`` (no copy)."""
+    raw = _bytes(m, key)
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) != expected:
+        raise ProtocolError(
+            ErrorCode.SHAPE, f"field {key!r} holds {len(raw)} bytes, expected {expected} for shape {list(shape)} {dtype.str}"
+        )
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+def _floats(m: Mapping[str, Any], key: str, shape: tuple[int, ...], max_abs: float) -> NDArray[np.float32]:
+    array = _block(m, key, F32, shape)
+    check_floats(key, array, max_abs)
+    return array
+
+
+def check_floats(name: str, array: NDArray[np.float32], max_abs: float) -> None:
+    """Reject NaN/Inf (``nonfinite``) and magnitudes above ``max_abs`` (``range``)."""
+    if array.size == 0:
+        return
+    if not np.isfinite(array).all():
+        raise ProtocolError(ErrorCode.NONFINITE, f"field {name!r} holds NaN or Inf")
+    if float(np.abs(array).max()) > max_abs:
+        raise ProtocolError(ErrorCode.RANGE, f"field {name!r} holds a value beyond ±{max_abs:g}")
+
+
+def _f32_bytes(array: NDArray[Any]) -> bytes:
+    return np.ascontiguousarray(array, dtype=F32).tobytes()
+
+
+# ── shared value types ───────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits the server enforces on one connection, announced in ``welcome``."""
+
+    max_batch: int = 1024
+    """Most steps (rows) in one ``tr`` message."""
+    max_message_bytes: int = 1 << 20
+    """Largest inbound message in bytes; bigger ones are closed with 1009 by the transport."""
+    credit_window: int = 8
+    """``tr`` messages a bot may have unacknowledged; ``credit`` messages replenish it."""
+    max_abs: float = 1e6
+    """Largest magnitude accepted in any float field."""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "max_batch": self.max_batch,
+            "max_message_bytes": self.max_message_bytes,
+            "credit_window": self.credit_window,
+            "max_abs": self.max_abs,
+        }
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any]) -> Limits:
+        return cls(
+            max_batch=_int(m, "max_batch", 1, 1 << 20),
+            max_message_bytes=_int(m, "max_message_bytes", 1024, 1 << 30),
+            credit_window=_int(m, "credit_window", 1, 1 << 16),
+            max_abs=_float(m, "max_abs"),
+        )
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """What one connection agreed to send: the shapes every ``tr`` is checked against."""
+
+    obs_dim: int
+    act_dim: int
+    n_agents: int
+    reward: RewardMode
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The actor network a ``weights`` message describes (enough to run it anywhere).
+
+    ``kind`` ``"gaussian_mlp"``: ``y = x``, then for each ``l{i}``:
+    ``y = y @ l{i}.weight.T + l{i}.bias``, with ``activation`` between layers (not after
+    the last). The action mean is ``y``; the exploration std is
+    ``exp(clip(log_std, log_std_min, log_std_max))``.
+    """
+
+    kind: str
+    layers: tuple[int, ...]
+    activation: str
+    log_std_min: float
+    log_std_max: float
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "layers": list(self.layers),
+            "activation": self.activation,
+            "log_std_min": self.log_std_min,
+            "log_std_max": self.log_std_max,
+        }
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any]) -> Architecture:
+        layers = _get(m, "layers")
+        if (
+            not isinstance(layers, list | tuple)
+            or len(layers) < 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 65536 for x in layers)
+        ):
+            raise ProtocolError(ErrorCode.BAD_FIELD, "field 'layers' must list at least two sizes in [1, 65536]")
+        return cls(
+            kind=_str(m, "kind"),
+            layers=tuple(layers),
+            activation=_str(m, "activation"),
+            log_std_min=_float(m, "log_std_min"),
+            log_std_max=_float(m, "log_std_max"),
+        )
+
+
+# ── messages ─────────────────────────────────────────────────────────────────
+
+
+class Message:
+    """Base of every wire message: ``TYPE`` is the ``t`` field."""
+
+    TYPE: ClassVar[str]
+
+    def to_wire(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Hello(Message):
+    """Bot → server, first message: who the bot is and the shapes it will send."""
+
+    TYPE: ClassVar[str] = "hello"
+    name: str
+    obs_dim: int
+    act_dim: int
+    n_agents: int = 1
+    reward: RewardMode = RewardMode.SCALAR
+    client: str = ""
+    """Free text naming the client library and version (logged, never parsed)."""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "obs_dim": self.obs_dim,
+            "act_dim": self.act_dim,
+            "n_agents": self.n_agents,
+            "reward": str(self.reward),
+            "client": self.client,
+        }
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any]) -> Hello:
+        reward = _str(m, "reward")
+        if reward not in RewardMode.__members__.values():
+            raise ProtocolError(ErrorCode.BAD_FIELD, f"field 'reward' must be 'scalar' or 'terms', got {reward!r}")
+        name = _str(m, "name")
+        if not name or not name.isprintable():
+            raise ProtocolError(ErrorCode.BAD_FIELD, "field 'name' must be non-empty printable text")
+        return cls(
+            name=name,
+            obs_dim=_int(m, "obs_dim", 1, MAX_OBS_DIM),
+            act_dim=_int(m, "act_dim", 1, MAX_ACT_DIM),
+            n_agents=_int(m, "n_agents", 1, MAX_AGENTS),
+            reward=RewardMode(reward),
+            client=_str(m, "client") if "client" in m else "",
+        )
+
+
+@dataclass(frozen=True)
+class Weights(Message):
+    """Server → bot: a new actor. ``tensors`` is a safetensors file; ``sha256`` its digest."""
+
+    TYPE: ClassVar[str] = "weights"
+    generation: int
+    version: int
+    arch: Architecture
+    tensors: bytes
+    sha256: bytes
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "gen": self.generation,
+            "ver": self.version,
+            "arch": self.arch.to_wire(),
+            "tensors": self.tensors,
+            "sha256": self.sha256,
+        }
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any]) -> Weights:
+        digest = _bytes(m, "sha256")
+        if len(digest) != 32:
+            raise ProtocolError(ErrorCode.BAD_FIELD, "field 'sha256' must be 32 bytes")
+        return cls(
+            generation=_int(m, "gen", 0, MAX_U64),
+            version=_int(m, "ver", 0, MAX_U64),
+            arch=Architecture.from_wire(_map(m, "arch")),
+            tensors=_bytes(m, "tensors"),
+            sha256=digest,
+        )
+
+
+@dataclass(frozen=True)
+class Welcome(Message):
+    """Server → bot, answer to ``hello``: identity, limits, first credit grant and the current weights."""
+
+    TYPE: ClassVar[str] = "welcome"
+    bot_id: str
+    session: str
+    agent: str
+    limits: Limits
+    credit: int
+    weights: Weights
+    explore: Mapping[str, float] = field(default_factory=dict)
+    """Agent-specific exploration settings (empty for PPO, whose std travels in the weights)."""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "bot_id": self.bot_id,
+            "session": self.session,
+            "agent": self.agent,
+            "limits": self.limits.to_wire(),
+            "credit": self.credit,
+            "weights": self.weights.to_wire(),
+            "explore": dict(self.explore),
+        }
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any]) -> Welcome:
+        explore = _map(m, "explore") if "explore" in m else {}
+        return cls(
+            bot_id=_str(m, "bot_id"),
+            session=_str(m, "session"),
+            agent=_str(m, "agent"),
+            limits=Limits.from_wire(_map(m, "limits")),
+            credit=_int(m, "credit", 0, 1 << 16),
+            weights=Weights.from_wire(_map(m, "weights")),
+            explore={k: _float(explore, k) for k in explore},
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class TransitionBatch(Message):
+    """Bot → server: ``n`` steps of experience as columns (rows of one agent in time order).
+
+    ``next_obs`` has one row per step flagged truncated (in row order): the observation
+    after the cut, used to bootstrap the value. ``score`` (terms mode only) has one row per
+    step flagged terminal or truncated: the round score fed to ``computeRoundReward``.
+    """
+
+    TYPE: ClassVar[str] = "tr"
+    seq: int
+    generation: int
+    version: int
+    agent: NDArray[np.uint32]
+    episode: NDArray[np.uint32]
+    obs: NDArray[np.float32]
+    act: NDArray[np.float32]
+    logp: NDArray[np.float32]
+    flags: NDArray[np.uint8]
+    rew: NDArray[np.float32] | None = None
+    terms: NDArray[np.float32] | None = None
+    next_obs: NDArray[np.float32] | None = None
+    score: NDArray[np.float32] | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.agent.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of array payload (what the server's queue accounts)."""
+        arrays = (self.agent, self.episode, self.obs, self.act, self.logp, self.flags, self.rew, self.terms, self.next_obs)
+        return sum(a.nbytes for a in arrays if a is not None)
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "seq": self.seq,
+            "gen": self.generation,
+            "ver": self.version,
+            "n": self.n,
+            "agent": np.ascontiguousarray(self.agent, dtype=U32).tobytes(),
+            "episode": np.ascontiguousarray(self.episode, dtype=U32).tobytes(),
+            "obs": _f32_bytes(self.obs),
+            "act": _f32_bytes(self.act),
+            "logp": _f32_bytes(self.logp),
+            "flags": np.ascontiguousarray(self.flags, dtype=U8).tobytes(),
+        }
+        if self.rew is not None:
+            wire["rew"] = _f32_bytes(self.rew)
+        if self.terms is not None:
+            wire["terms"] = _f32_bytes(self.terms)
+        if self.next_obs is not None and len(self.next_obs):
+            wire["next_obs"] = _f32_bytes(self.next_obs)
+        if self.score is not None and len(self.score):
+            wire["score"] = _f32_bytes(self.score)
+        return wire
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any], spec: SessionSpec) -> TransitionBatch:
+        """Rebuild and check a batch against the session's spec (never the bot's word alone)."""
+        limits = spec.limits
+        n = _int(m, "n", 1, limits.max_batch)
+        agent = _block(m, "agent", U32, (n,))
+        if int(agent.max()) >= spec.n_agents:
+            raise ProtocolError(ErrorCode.BAD_FIELD, f"field 'agent' names an agent >= n_agents ({spec.n_agents})")
+        flags = _block(m, "flags", U8, (n,))
+        if int(flags.max()) > (FLAG_TERMINAL | FLAG_TRUNCATED) or bool(((flags & 3) == 3).any()):
+            raise ProtocolError(ErrorCode.BAD_FIELD, "field 'flags' must be 0, 1 (terminal) or 2 (truncated) per step")
+        n_truncated = int(np.count_nonzero(flags == FLAG_TRUNCATED))
+        n_ended = int(np.count_nonzero(flags))
+        max_abs = limits.max_abs
+        if spec.reward is RewardMode.SCALAR:
+            if "terms" in m or "score" in m:
+                raise ProtocolError(ErrorCode.BAD_FIELD, "scalar-reward sessions send 'rew', not 'terms' or 'score'")
+            rew, terms, score = _floats(m, "rew", (n,), max_abs), None, None
+        else:
+            if "rew" in m:
+                raise ProtocolError(ErrorCode.BAD_FIELD, "terms-reward sessions send 'terms' and 'score', not 'rew'")
+            rew = None
+            terms = _floats(m, "terms", (n, N_REWARD_TERMS), max_abs)
+            score = _floats(m, "score", (n_ended,), max_abs) if n_ended else _absent(m, "score", (0,))
+        next_obs = (
+            _floats(m, "next_obs", (n_truncated, spec.obs_dim), max_abs)
+            if n_truncated
+            else _absent(m, "next_obs", (0, spec.obs_dim))
+        )
+        return cls(
+            seq=_int(m, "seq", 0, MAX_U64),
+            generation=_int(m, "gen", 0, MAX_U64),
+            version=_int(m, "ver", 0, MAX_U64),
+            agent=agent,
+            episode=_block(m, "episode", U32, (n,)),
+            obs=_floats(m, "obs", (n, spec.obs_dim), max_abs),
+            act=_floats(m, "act", (n, spec.act_dim), max_abs),
+            logp=_floats(m, "logp", (n,), max_abs),
+            flags=flags,
+            rew=rew,
+            terms=terms,
+            next_obs=next_obs,
+            score=score,
+        )
+
+
+def _absent(m: Mapping[str, Any], key: str, shape: tuple[int, ...]) -> NDArray[np.float32]:
+    """A conditional field with zero rows: it may be left out or sent empty."""
+    if key in m:
+        return _block(m, key, F32, shape)
+    return np.zeros(shape, dtype=F32)
+
+
+@dataclass(frozen=True)
+class Credit(Message):
+    """Server → bot: ``grant`` more ``tr`` messages may be sent; ``ack`` is the highest seq processed."""
+
+    TYPE: ClassVar[str] = "credit"
+    grant: int
+    ack: int
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"grant": self.grant, "ack": self.ack}
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any]) -> Credit:
+        return cls(grant=_int(m, "grant", 0, 1 << 16), ack=_int(m, "ack", 0, MAX_U64))
+
+
+@dataclass(frozen=True)
+class Error(Message):
+    """Either direction: a stable ``code``, a human ``msg``, and the ``seq`` it refers to (if any)."""
+
+    TYPE: ClassVar[str] = "error"
+    code: str
+    msg: str
+    ref: int | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"code": self.code, "msg": self.msg[:MAX_MESSAGE_TEXT], "ref": self.ref}
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any]) -> Error:
+        ref = m.get("ref")
+        return cls(
+            code=_str(m, "code"),
+            msg=_str(m, "msg", MAX_MESSAGE_TEXT),
+            ref=None if ref is None else _int(m, "ref", 0, MAX_U64),
+        )
+
+
+@dataclass(frozen=True)
+class Bye(Message):
+    """Bot → server: leaving on purpose. Open episodes are kept, cut as truncated."""
+
+    TYPE: ClassVar[str] = "bye"
+    reason: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"reason": self.reason}
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any]) -> Bye:
+        return cls(reason=_str(m, "reason", MAX_MESSAGE_TEXT) if "reason" in m else "")

@@ -1,0 +1,30 @@
+"""The training server: asyncio websocket front end, transition queue, trainer thread.
+
+Typical embedding::
+
+    from agents import make_agent
+    from server import ServerConfig, ServerThread, TrainingServer
+
+    server = TrainingServer(make_agent("ppo", obs_dim=4, act_dim=2), ServerConfig(port=0))
+    with ServerThread(server) as running:
+        print(running.url)   # connect bots here
+"""
+
+from .app import ServerThread, TrainingServer
+from .config import ServerConfig, TrainerConfig
+from .metrics import Metrics
+from .trainer import Trainer
+from .transition_queue import TransitionQueue
+from .weights import WeightsSnapshot, make_snapshot
+
+__all__ = [
+    "Metrics",
+    "ServerConfig",
+    "ServerThread",
+    "Trainer",
+    "TrainerConfig",
+    "TrainingServer",
+    "TransitionQueue",
+    "WeightsSnapshot",
+    "make_snapshot",
+]

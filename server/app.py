@@ -1,0 +1,563 @@
+"""The asyncio websocket server: handshake, one handler per bot, health and metrics endpoints.
+
+The event loop owns every socket; the trainer thread owns the networks. They meet in
+two places only: the :class:`~server.transition_queue.TransitionQueue` (loop → trainer)
+and ``loop.call_soon_threadsafe`` (trainer → loop, for new weights and returned credit).
+
+Lifecycle: :meth:`TrainingServer.start` → serve → :meth:`TrainingServer.close`, which
+stops accepting, closes bots with 1001, stops and joins the trainer, and writes the
+final checkpoint. :class:`ServerThread` runs all of it in a background thread so any
+program (tests, the CLI, a notebook) can embed a server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import http
+import itertools
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from agents import Agent
+from bot_protocol import (
+    SUBPROTOCOL,
+    Bye,
+    CloseCode,
+    Error,
+    ErrorCode,
+    Hello,
+    Limits,
+    ProtocolError,
+    SessionSpec,
+    TransitionBatch,
+    Welcome,
+    decode_from_bot,
+    encode,
+)
+from bot_protocol.codec import message_from_bot, unpack
+
+from .config import ServerConfig, TrainerConfig
+from .looplag import LoopLagMonitor
+from .metrics import Metrics
+from .session import BotSession
+from .trainer import Trainer
+from .transition_queue import TransitionQueue
+from .weights import WeightsSnapshot
+
+__all__ = ["ServerThread", "TrainingServer"]
+
+logger = logging.getLogger(__name__)
+
+
+class TrainingServer:
+    """Bots in, weights out: the websocket front end plus the trainer thread behind it.
+
+    Args:
+        agent: the learner (its actor sizes fix the observation and action sizes bots must declare).
+        config: transport and protocol limits.
+        trainer_config: checkpoints and publishing.
+        update_hook: called on the trainer thread with each update's metrics.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        config: ServerConfig | None = None,
+        trainer_config: TrainerConfig | None = None,
+        update_hook: Callable[[dict[str, float]], None] | None = None,
+    ) -> None:
+        self.config = config or ServerConfig()
+        self.metrics = Metrics()
+        arch, _ = agent.export_actor()
+        self.obs_dim, self.act_dim = int(arch["layers"][0]), int(arch["layers"][-1])
+        queue_bytes = self.config.queue_max_bytes
+        if queue_bytes is None:
+            step_bytes = 4 * (2 * self.obs_dim + self.act_dim + 8)  # obs, act, logp, reward, ids, share of bootstrap rows
+            queue_bytes = max(64 << 10, 4 * agent.update_steps * step_bytes)
+        self.queue = TransitionQueue(queue_bytes, on_dropped=self._count_queue_drop)
+        self.trainer = Trainer(
+            agent,
+            self.queue,
+            self.metrics,
+            trainer_config or TrainerConfig(),
+            publish=self._publish_threadsafe,
+            on_drained=self._drained_threadsafe,
+            update_hook=update_hook,
+        )
+        self.agent_name = agent.name
+        self.limits = Limits(
+            self.config.max_batch, self.config.max_message_bytes, self.config.credit_window, self.config.max_abs
+        )
+        self.current: WeightsSnapshot = self.trainer.snapshot
+        """Newest snapshot known to the event loop (the trainer's copy may be ahead by one hop)."""
+        self.sessions: dict[str, BotSession] = {}
+        self.lag = LoopLagMonitor(self.config.loop_lag_interval, self.config.loop_lag_warn)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: Server | None = None
+        self._ids = itertools.count(1)
+        self._background: set[asyncio.Task[Any]] = set()
+        self._closing = False
+        self._closed = asyncio.Event()
+        self._describe_metrics()
+
+    # ── lifecycle ────────────────────────────────────────────────────────────
+
+    async def start(self) -> None:
+        """Bind, start the lag monitor and the trainer thread."""
+        cfg = self.config
+        self._loop = asyncio.get_running_loop()
+        self._server = await serve(
+            self._handler,
+            cfg.host,
+            cfg.port,
+            process_request=self._process_request,
+            subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
+            origins=[None],  # bots send no Origin; a browser page gets 403 (cross-site websocket hijacking)
+            compression=None,  # dense float32 barely deflates; deflate made float batches 28x slower here
+            server_header=None,
+            open_timeout=cfg.open_timeout,
+            ping_interval=cfg.ping_interval,
+            ping_timeout=cfg.ping_timeout,
+            close_timeout=cfg.close_timeout,
+            max_size=cfg.max_message_bytes,
+            max_queue=cfg.max_queue_frames,
+        )
+        self.lag.start()
+        self.trainer.start()
+        logger.info("serving %s agent on %s (obs %d, act %d)", self.agent_name, self.url, self.obs_dim, self.act_dim)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "start() first"
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        host = self.config.host if ":" not in self.config.host else f"[{self.config.host}]"
+        return f"ws://{host}:{self.port}"
+
+    async def close(self) -> None:
+        """Stop accepting, close bots with 1001, stop the trainer, write the final checkpoint (idempotent)."""
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        try:
+            if self._server is not None:
+                self._server.close(close_connections=True)  # 1001 going away
+                await self._server.wait_closed()
+            for task in list(self._background):
+                task.cancel()
+            await asyncio.to_thread(self.trainer.stop)
+            await self.lag.stop()
+        finally:
+            self._closed.set()
+            logger.info("server closed")
+
+    async def __aenter__(self) -> TrainingServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ── trainer → loop ───────────────────────────────────────────────────────
+
+    def _call_in_loop(self, callback: Callable[..., None], *args: Any) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed during shutdown: nothing left to notify
+            loop.call_soon_threadsafe(callback, *args)
+
+    def _publish_threadsafe(self, snapshot: WeightsSnapshot) -> None:
+        self._call_in_loop(self._publish, snapshot)
+
+    def _drained_threadsafe(self) -> None:
+        self._call_in_loop(self._return_withheld_credit)
+
+    def _publish(self, snapshot: WeightsSnapshot) -> None:
+        if snapshot.identity <= self.current.identity:
+            return
+        self.current = snapshot
+        for session in self.sessions.values():
+            session.slot.offer(snapshot)
+
+    def _return_withheld_credit(self) -> None:
+        if self.queue.full:
+            return
+        for session in self.sessions.values():
+            credit = session.take_owed(force=True)
+            if credit is not None:
+                self._spawn(self._send_quietly(session, encode(credit)))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # ── HTTP side: auth, health, metrics ─────────────────────────────────────
+
+    def _authorized(self, headers: Headers) -> bool:
+        token = self.config.token
+        if token is None:
+            return True
+        supplied = headers.get("Authorization", "")
+        scheme, _, value = supplied.partition(" ")
+        # compare_digest: the comparison time does not depend on where the tokens differ.
+        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        path = request.path.split("?", 1)[0]
+        if path == "/healthz":
+            healthy, body = self.health()
+            status = http.HTTPStatus.OK if healthy else http.HTTPStatus.SERVICE_UNAVAILABLE
+            return _respond(connection, status, json.dumps(body) + "\n", "application/json")
+        if not self._authorized(request.headers):
+            self.metrics.inc("handshakes_rejected", reason="unauthorized")
+            response = _respond(connection, http.HTTPStatus.UNAUTHORIZED, "missing or invalid bearer token\n")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="arena"'
+            return response
+        if path == "/metrics":
+            return _respond(connection, http.HTTPStatus.OK, self.render_metrics(), "text/plain; version=0.0.4")
+        if self._closing:
+            return _respond(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, "server shutting down\n")
+        if len(self.sessions) >= self.config.max_connections:
+            self.metrics.inc("handshakes_rejected", reason="capacity")
+            return _respond(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, "server at connection capacity\n")
+        return None
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        heartbeat_age = time.monotonic() - self.trainer.heartbeat
+        trainer_ok = self.trainer.alive and self.trainer.error is None
+        body = {
+            "status": "ok" if trainer_ok else "degraded",
+            "trainer_alive": trainer_ok,
+            "trainer_heartbeat_age_s": round(heartbeat_age, 3),
+            "generation": self.current.generation,
+            "policy_version": self.current.version,
+            "connected_bots": len(self.sessions),
+            "agent": self.agent_name,
+        }
+        return trainer_ok, body
+
+    def _refresh_gauges(self) -> None:
+        m = self.metrics
+        m.set("connected_bots", len(self.sessions))
+        m.set("queue_bytes", self.queue.nbytes)
+        m.set("queue_segments", len(self.queue))
+        m.set("queue_steps", self.queue.steps)
+        m.set("open_steps", sum(s.assembler.open_steps for s in self.sessions.values()))
+        m.set("policy_version", self.current.version)
+        m.set("policy_generation", self.current.generation)
+        m.set("trainer_heartbeat_age_seconds", time.monotonic() - self.trainer.heartbeat)
+        for stat, value in self.lag.percentiles().items():
+            m.set("loop_lag_seconds", value, stat=stat)
+
+    def render_metrics(self) -> str:
+        self._refresh_gauges()
+        return self.metrics.render()
+
+    def accounting(self) -> dict[str, int]:
+        """Every accepted step is trained, dropped (by reason), or still held somewhere."""
+        dropped = {k: int(v) for k, v in self.metrics.by_label("transitions_dropped", "reason").items()}
+        return {
+            "received": int(self.metrics.counter("transitions_received")),
+            "trained": int(self.metrics.counter("transitions_trained")),
+            "dropped": sum(dropped.values()),
+            **{f"dropped_{k}": v for k, v in dropped.items()},
+            "queued": self.queue.steps,
+            "open": sum(s.assembler.open_steps for s in self.sessions.values()),
+            "pending_in_agent": self.trainer.agent.pending_steps,
+        }
+
+    def _describe_metrics(self) -> None:
+        d = self.metrics.describe
+        d("transitions_received", "Steps accepted from bots.")
+        d("transitions_trained", "Steps consumed by an update.")
+        d("transitions_dropped", "Accepted steps not trained on, by reason.")
+        d("frames_rejected", "Frames answered with an error, by error code.")
+        d("connected_bots", "Open bot connections.")
+        d("queue_bytes", "Payload bytes in the transition queue.")
+        d("policy_version", "Newest published policy version.")
+        d("policy_lag", "Versions between the acting and the current policy (last update).")
+        d("loop_lag_seconds", "Event-loop wake-up lateness over the recent window.")
+        d("update_seconds", "Wall time of the last update.")
+
+    def _count_queue_drop(self, segment: Any) -> None:
+        self.metrics.inc("transitions_dropped", segment.steps, reason="queue_full")
+
+    # ── one bot ──────────────────────────────────────────────────────────────
+
+    async def _handler(self, connection: ServerConnection) -> None:
+        session: BotSession | None = None
+        sender: asyncio.Task[None] | None = None
+        try:
+            session = await self._handshake(connection)
+            if session is None:
+                return
+            sender = asyncio.get_running_loop().create_task(self._weights_sender(connection, session))
+            async for frame in connection:
+                if isinstance(frame, str):
+                    self.metrics.inc("frames_rejected", code="text_frame")
+                    await connection.close(CloseCode.UNSUPPORTED_DATA, "binary frames only")
+                    break
+                if not await self._on_frame(connection, session, frame):
+                    break
+        except ConnectionClosed:
+            pass
+        except Exception:
+            logger.exception("handler crashed for %s", session.bot_id if session else "unidentified bot")
+            await connection.close(CloseCode.INTERNAL_ERROR, "internal error")
+        finally:
+            if sender is not None:
+                sender.cancel()
+            if session is not None:
+                self._leave(session)
+
+    async def _handshake(self, connection: ServerConnection) -> BotSession | None:
+        cfg = self.config
+        try:
+            async with asyncio.timeout(cfg.hello_timeout):
+                frame = await connection.recv()
+        except TimeoutError:
+            self.metrics.inc("handshakes_rejected", reason="hello_timeout")
+            await connection.close(CloseCode.POLICY_VIOLATION, "hello timeout")
+            return None
+        if isinstance(frame, str):
+            await connection.close(CloseCode.UNSUPPORTED_DATA, "binary frames only")
+            return None
+        try:
+            hello = decode_from_bot(frame, None, cfg.max_message_bytes)
+            if not isinstance(hello, Hello):
+                raise ProtocolError(ErrorCode.UNEXPECTED, "the first message must be 'hello'")
+            self._check_hello(hello)
+        except ProtocolError as exc:
+            self.metrics.inc("handshakes_rejected", reason=str(exc.code))
+            with contextlib.suppress(ConnectionClosed):
+                await connection.send(encode(Error(str(exc.code), exc.message)))
+            await connection.close(CloseCode.POLICY_VIOLATION, exc.message[:120])
+            return None
+        bot_id = f"{hello.name}-{next(self._ids)}"
+        spec = SessionSpec(self.obs_dim, self.act_dim, hello.n_agents, hello.reward, self.limits)
+        current = self.current
+        session = BotSession(
+            bot_id,
+            uuid.uuid4().hex[:16],
+            hello,
+            spec,
+            cfg.segment_steps,
+            cfg.error_budget,
+            cfg.error_window,
+            current.identity,
+            logger,
+            connection,
+        )
+        welcome = Welcome(
+            bot_id=bot_id,
+            session=session.session_id,
+            agent=self.agent_name,
+            limits=self.limits,
+            credit=session.credit,
+            weights=current.message,
+            explore=self.trainer.agent.explore_settings(),
+        )
+        await connection.send(encode(welcome))
+        self.sessions[bot_id] = session
+        if self.current.identity > current.identity:  # published while welcome was being sent
+            session.slot.offer(self.current)
+        self.metrics.inc("bots_connected")
+        session.log.info("connected: %d agent(s), %s rewards, client %r", hello.n_agents, hello.reward, hello.client)
+        return session
+
+    def _check_hello(self, hello: Hello) -> None:
+        if hello.obs_dim != self.obs_dim or hello.act_dim != self.act_dim:
+            raise ProtocolError(
+                ErrorCode.BAD_HELLO,
+                f"this run trains obs_dim={self.obs_dim}, act_dim={self.act_dim}; hello declared "
+                f"obs_dim={hello.obs_dim}, act_dim={hello.act_dim}",
+            )
+        if hello.n_agents > self.config.max_agents_per_bot:
+            raise ProtocolError(ErrorCode.BAD_HELLO, f"n_agents {hello.n_agents} exceeds {self.config.max_agents_per_bot}")
+
+    async def _on_frame(self, connection: ServerConnection, session: BotSession, frame: bytes) -> bool:
+        """Handle one frame after the handshake; False when the connection must end."""
+        try:
+            kind, fields = unpack(frame, self.config.max_message_bytes)
+        except ProtocolError as exc:
+            self.metrics.inc("frames_rejected", code=str(exc.code))
+            if exc.code is ErrorCode.BAD_VERSION:
+                await connection.close(CloseCode.POLICY_VIOLATION, "unsupported protocol version")
+                return False
+            session.undecodable += 1
+            if session.undecodable >= self.config.max_undecodable:
+                await connection.close(CloseCode.POLICY_VIOLATION, "too many undecodable frames")
+                return False
+            return await self._reject(connection, session, exc.code, exc.message, counted=True)
+        # Each 'tr' spends one credit, accepted or not; every other type is free.
+        if kind == TransitionBatch.TYPE and not session.spend_credit():
+            return await self._reject(connection, session, ErrorCode.NO_CREDIT, "'tr' sent without flow-control credit")
+        try:
+            message = message_from_bot(kind, fields, session.spec)
+        except ProtocolError as exc:
+            return await self._reject(connection, session, exc.code, exc.message, _seq_of(fields))
+        if isinstance(message, TransitionBatch):
+            return await self._on_batch(connection, session, message)
+        if isinstance(message, Bye):
+            session.log.info("said bye: %s", message.reason[:80])
+            await connection.close(CloseCode.NORMAL, "bye")
+            return False
+        if isinstance(message, Error):
+            session.log.warning("bot reported error %s: %s", message.code, message.msg[:120])
+            return True
+        return await self._reject(connection, session, ErrorCode.UNEXPECTED, f"'{message.TYPE}' is not expected now")
+
+    async def _on_batch(self, connection: ServerConnection, session: BotSession, batch: TransitionBatch) -> bool:
+        if batch.seq <= session.last_seq:
+            return await self._reject(connection, session, ErrorCode.DUPLICATE, f"seq {batch.seq} already seen", batch.seq)
+        if (batch.generation, batch.version) > self.current.identity:
+            return await self._reject(
+                connection, session, ErrorCode.BAD_FIELD, "policy (gen, ver) newer than any published", batch.seq
+            )
+        session.last_seq = batch.seq
+        segments = session.assembler.add(batch)
+        session.steps_accepted += batch.n
+        self.metrics.inc("transitions_received", batch.n)
+        self.metrics.inc("frames_accepted")
+        room = self.queue.put(segments) if segments else not self.queue.full
+        return await self._grant(session) if room else True
+
+    async def _grant(self, session: BotSession) -> bool:
+        credit = session.take_owed()
+        if credit is not None:
+            await self._send_quietly(session, encode(credit))
+        return True
+
+    async def _reject(
+        self,
+        connection: ServerConnection,
+        session: BotSession,
+        code: ErrorCode,
+        message: str,
+        ref: int | None = None,
+        counted: bool = False,
+    ) -> bool:
+        """Answer a recoverable error; close 1008 once the bot exhausts its error budget."""
+        if not counted:
+            self.metrics.inc("frames_rejected", code=str(code))
+        with contextlib.suppress(ConnectionClosed):
+            await connection.send(encode(Error(str(code), message, ref)))
+        if session.strike():
+            session.log.warning("closing: error budget exhausted (last: %s)", code)
+            await connection.close(CloseCode.POLICY_VIOLATION, "too many errors")
+            return False
+        await self._grant(session)  # a rejected 'tr' still spent the bot's credit: return it
+        return True
+
+    async def _send_quietly(self, session: BotSession, frame: bytes) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await session.connection.send(frame)
+
+    async def _weights_sender(self, connection: ServerConnection, session: BotSession) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                snapshot = await session.slot.next()
+                await connection.send(snapshot.frame)
+                self.metrics.inc("weights_sent")
+
+    def _leave(self, session: BotSession) -> None:
+        self.sessions.pop(session.bot_id, None)
+        segments = session.assembler.close_all()
+        if segments:
+            self.queue.put(segments)
+        self.metrics.inc("bots_disconnected")
+        session.log.info("disconnected after %d steps", session.steps_accepted)
+
+
+def _seq_of(fields: Any) -> int | None:
+    seq = fields.get("seq")
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 else None
+
+
+def _respond(connection: ServerConnection, status: http.HTTPStatus, body: str, content_type: str = "text/plain") -> Response:
+    response = connection.respond(status, body)
+    response.headers["Content-Type"] = f"{content_type}; charset=utf-8" if "charset" not in content_type else content_type
+    return response
+
+
+class ServerThread:
+    """Run a :class:`TrainingServer` on its own event loop in a background thread.
+
+    ``with ServerThread(server) as s: ... s.url ...`` — on exit the server closes
+    gracefully (1001 to bots, trainer joined, final checkpoint).
+    """
+
+    def __init__(self, server: TrainingServer, start_timeout: float = 30.0) -> None:
+        self.server = server
+        self._start_timeout = start_timeout
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, name="server-loop", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def _main(self) -> None:
+        async def run() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            try:
+                await self.server.start()
+            except BaseException as exc:
+                self._error = exc
+                self._ready.set()
+                return
+            self._ready.set()
+            await self._stop.wait()
+            await self.server.close()
+
+        asyncio.run(run())
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        if not self._ready.wait(self._start_timeout):
+            raise TimeoutError("server did not start in time")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def call(self, fn: Callable[[], Any], timeout: float = 10.0) -> Any:
+        """Run ``fn`` on the server's loop thread and return its result (for consistent reads)."""
+        assert self._loop is not None
+
+        async def wrapper() -> Any:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(wrapper(), self._loop).result(timeout)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

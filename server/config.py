@@ -1,0 +1,136 @@
+"""Frozen, validated configuration of the server and the trainer thread.
+
+Every limit has a unit and a default; defaults come from measurements on a 2-core
+machine summarised in RELIABILITY.md (part c).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ServerConfig", "TrainerConfig"]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """The websocket front end: address, auth, transport limits, per-bot protocol limits."""
+
+    host: str = "127.0.0.1"
+    """Bind address. Anything but loopback requires a ``token``."""
+    port: int = 8765
+    """TCP port; 0 picks a free one (tests)."""
+    token: str | None = None
+    """Bearer token bots must present in the handshake; ``None`` disables auth (loopback only)."""
+    # Timeouts (seconds)
+    open_timeout: float = 5.0
+    """HTTP upgrade deadline (handshake slowloris bound)."""
+    hello_timeout: float = 5.0
+    """Deadline for the bot's ``hello`` after the upgrade; then close 1008."""
+    ping_interval: float | None = 10.0
+    """Keepalive ping period; a dead bot is found within ping_interval + ping_timeout. ``None`` disables."""
+    ping_timeout: float | None = 10.0
+    close_timeout: float = 5.0
+    # Limits
+    max_message_bytes: int = 1 << 20
+    """Largest inbound frame; bigger ones are closed 1009 by websockets before they are buffered."""
+    max_batch: int = 1024
+    """Most rows in one ``tr`` message."""
+    max_queue_frames: int = 4
+    """websockets' inbound frame buffer per connection (worst case max_message_bytes x this)."""
+    credit_window: int = 8
+    """``tr`` messages a bot may have in flight before it must wait for ``credit``."""
+    max_abs: float = 1e6
+    """Largest float magnitude accepted from a bot."""
+    max_connections: int = 512
+    """Open bot connections; beyond it the handshake gets HTTP 503."""
+    max_agents_per_bot: int = 4096
+    segment_steps: int = 256
+    """Longest segment handed to the trainer; longer episodes are cut and bootstrapped."""
+    error_budget: int = 10
+    """Recoverable errors (answered with ``error``) a bot may cause per ``error_window`` before close 1008."""
+    error_window: float = 60.0
+    max_undecodable: int = 3
+    """Undecodable frames tolerated per connection before close 1008."""
+    queue_max_bytes: int | None = None
+    """Capacity of the transition queue in bytes; ``None`` derives 4 x the agent's update batch
+    (at least 64 KiB). Credits are withheld while it is full; if bots' outstanding credits
+    still overflow it, the oldest segments are dropped and counted
+    (``dropped{reason="queue_full"}``) — a throughput-vs-staleness trade: larger holds more
+    stale data for an on-policy learner, smaller throttles bots sooner."""
+    # Logging
+    loop_lag_interval: float = 0.02
+    """Event-loop lag sampling period in seconds."""
+    loop_lag_warn: float = 0.1
+    """A loop stall longer than this is logged as a warning."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0 <= self.port <= 65535:
+            problems.append(f"port must be in [0, 65535], got {self.port}")
+        if self.token is not None and len(self.token) < 8:
+            problems.append("token must be at least 8 characters")
+        if not is_loopback(self.host) and not self.token:
+            problems.append(f"binding to {self.host!r} (not loopback) requires a token")
+        for name in ("open_timeout", "hello_timeout", "close_timeout", "error_window", "loop_lag_interval", "loop_lag_warn"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        for name in (
+            "max_batch",
+            "credit_window",
+            "max_connections",
+            "max_agents_per_bot",
+            "segment_steps",
+            "error_budget",
+            "max_undecodable",
+            "max_queue_frames",
+        ):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_message_bytes < 4096:
+            problems.append(f"max_message_bytes must be >= 4096, got {self.max_message_bytes}")
+        if self.queue_max_bytes is not None and self.queue_max_bytes < 1:
+            problems.append(f"queue_max_bytes must be >= 1, got {self.queue_max_bytes}")
+        if not self.max_abs > 0:
+            problems.append(f"max_abs must be > 0, got {self.max_abs}")
+        if problems:
+            raise ValueError("invalid ServerConfig: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """The trainer thread: checkpoints and publishing."""
+
+    checkpoint_dir: Path | None = None
+    """Where checkpoints go; ``None`` disables them (tests, benchmarks)."""
+    checkpoint_interval: float = 120.0
+    """Seconds between periodic checkpoints (plus one at shutdown)."""
+    keep_checkpoints: int = 3
+    resume: bool = False
+    """Load the newest valid checkpoint at start (the generation is bumped)."""
+    publish_every: int = 1
+    """Publish weights every N updates."""
+    idle_wait: float = 0.05
+    """Longest the trainer sleeps waiting for data before re-checking its stop flag (seconds)."""
+    torch_threads: int | None = None
+    """``torch.set_num_threads`` for the trainer; ``None`` leaves one core to the event loop."""
+
+    def __post_init__(self) -> None:
+        if self.checkpoint_interval <= 0 or self.idle_wait <= 0:
+            raise ValueError("checkpoint_interval and idle_wait must be > 0 seconds")
+        if self.keep_checkpoints < 1 or self.publish_every < 1:
+            raise ValueError("keep_checkpoints and publish_every must be >= 1")
+        if self.resume and self.checkpoint_dir is None:
+            raise ValueError("resume needs a checkpoint_dir")
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise ValueError("torch_threads must be >= 1 or None")

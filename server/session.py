@@ -1,0 +1,88 @@
+"""Per-connection state of one bot (loop thread only): identity, credit, dedup, error budget."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import MutableMapping
+from typing import Any
+
+from bot_protocol import Credit, Hello, RewardMode, SessionSpec
+
+from .assembler import SegmentAssembler
+from .weights import WeightsSlot
+
+__all__ = ["BotSession"]
+
+
+class _BotLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        return f"[{self.extra['bot'] if self.extra else '?'}] {msg}", kwargs
+
+
+class BotSession:
+    """Everything the server tracks for one connected bot.
+
+    Credit: the bot starts with ``credit_window`` and spends one per frame after
+    ``welcome``; the server owes one back for every frame it processed and returns
+    them in ``credit`` messages once at least half a window is owed — immediately while
+    the queue has room, after the trainer's next drain otherwise.
+    """
+
+    def __init__(
+        self,
+        bot_id: str,
+        session_id: str,
+        hello: Hello,
+        spec: SessionSpec,
+        segment_steps: int,
+        error_budget: int,
+        error_window: float,
+        delivered: tuple[int, int],
+        logger: logging.Logger,
+        connection: Any = None,
+    ) -> None:
+        self.bot_id = bot_id
+        self.session_id = session_id
+        self.hello = hello
+        self.connection = connection
+        """The websocket connection (the server's I/O object; this class never awaits on it)."""
+        self.spec = spec
+        self.assembler = SegmentAssembler(bot_id, hello.reward is RewardMode.TERMS, segment_steps)
+        self.slot = WeightsSlot(delivered)
+        self.credit = spec.limits.credit_window
+        self.owed = 0
+        self.last_seq = -1
+        self.undecodable = 0
+        self.steps_accepted = 0
+        self.connected_at = time.monotonic()
+        self._error_budget = error_budget
+        self._error_window = error_window
+        self._errors: deque[float] = deque()
+        self.log = _BotLogger(logger, {"bot": bot_id})
+
+    def spend_credit(self) -> bool:
+        """Take one credit for an incoming frame; False if the bot had none (a protocol violation)."""
+        if self.credit <= 0:
+            return False
+        self.credit -= 1
+        self.owed += 1
+        return True
+
+    def take_owed(self, force: bool = False) -> Credit | None:
+        """The credit message to send now, if enough is owed (or any is owed and ``force``)."""
+        threshold = 1 if force else max(1, self.spec.limits.credit_window // 2)
+        if self.owed < threshold:
+            return None
+        grant, self.owed = self.owed, 0
+        self.credit += grant
+        return Credit(grant=grant, ack=max(self.last_seq, 0))
+
+    def strike(self, now: float | None = None) -> bool:
+        """Record a recoverable error; True once the budget for the window is exhausted."""
+        now = time.monotonic() if now is None else now
+        self._errors.append(now)
+        while self._errors and now - self._errors[0] > self._error_window:
+            self._errors.popleft()
+        return len(self._errors) >= self._error_budget

@@ -1,0 +1,246 @@
+"""The trainer thread: drain the queue, filter stale data, update the agent, publish weights.
+
+:meth:`Trainer.step` does one unit of work and can be called directly (tests do);
+the thread is a thin loop around it. The trainer owns the networks and never touches
+a socket: new weights reach the event loop only through the ``publish`` callback,
+which the server wires to ``loop.call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents import Agent, CheckpointStore, Segment, SegmentEnd, segment_rewards
+
+from .config import TrainerConfig
+from .metrics import Metrics
+from .transition_queue import TransitionQueue
+from .weights import WeightsSnapshot, make_snapshot
+
+__all__ = ["Trainer"]
+
+logger = logging.getLogger(__name__)
+
+
+class Trainer:
+    """Runs ``agent`` on segments from ``queue`` and publishes each new policy version.
+
+    Args:
+        publish: called on the trainer thread with each new snapshot; must hand it to the loop thread-safely.
+        on_drained: called after each drain (the server returns withheld credit).
+        update_hook: called with each update's metrics (the CLI logs them); runs on the trainer thread.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        queue: TransitionQueue,
+        metrics: Metrics,
+        config: TrainerConfig,
+        publish: Callable[[WeightsSnapshot], None] = lambda s: None,
+        on_drained: Callable[[], None] = lambda: None,
+        update_hook: Callable[[dict[str, float]], None] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.queue = queue
+        self.metrics = metrics
+        self.config = config
+        self._publish = publish
+        self._on_drained = on_drained
+        self._update_hook = update_hook
+        self.generation = 0
+        self.version = 0
+        self.updates = 0
+        self.steps_trained = 0
+        self.store = CheckpointStore(config.checkpoint_dir, config.keep_checkpoints) if config.checkpoint_dir else None
+        self.heartbeat = time.monotonic()
+        self.last_metrics: dict[str, float] = {}
+        self.episode_returns: deque[float] = deque(maxlen=100)
+        self._running_returns: dict[tuple[str, int], float] = {}
+        self._lags: list[int] = []
+        self._last_checkpoint = time.monotonic()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        if config.resume:
+            self.restore()
+        self.snapshot = self._make_snapshot()
+
+    # ── lifecycle ────────────────────────────────────────────────────────────
+
+    def start(self) -> None:
+        """Run :meth:`step` in a daemon thread until :meth:`stop`."""
+        assert self._thread is None, "trainer already started"
+        self._thread = threading.Thread(target=self._run, name="trainer", daemon=True)
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        threads = self.config.torch_threads or max(1, (os.cpu_count() or 2) - 1)
+        torch.set_num_threads(threads)  # leave a core to the event loop (GIL stalls show up as loop lag)
+        try:
+            while not self._stop.is_set():
+                if not self.step():
+                    self.queue.wait(self.config.idle_wait)
+        except BaseException as exc:
+            self.error = exc
+            logger.exception("trainer thread crashed; training stopped, ingress keeps running")
+
+    def stop(self, timeout: float = 30.0, checkpoint: bool = True) -> None:
+        """Stop and join the thread, then write a final checkpoint (if configured)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                logger.error("trainer did not stop within %.0f s", timeout)
+                return
+        if checkpoint and self.store is not None and self.error is None:
+            self.save_checkpoint()
+
+    # ── one unit of work ─────────────────────────────────────────────────────
+
+    def step(self) -> bool:
+        """Drain, filter, maybe update and publish. Returns True if it did anything."""
+        self.heartbeat = time.monotonic()
+        segments = self.queue.drain()
+        if segments:
+            self._on_drained()
+            self.agent.observe(self._filter(segments))
+        did_update = False
+        if self.agent.ready():
+            self._update()
+            did_update = True
+        if self.store is not None and time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval:
+            self.save_checkpoint()
+        self.metrics.set("trainer_pending_steps", self.agent.pending_steps)
+        return bool(segments) or did_update
+
+    def _filter(self, segments: list[Segment]) -> list[Segment]:
+        kept: list[Segment] = []
+        max_lag = self.agent.max_policy_lag
+        for segment in segments:
+            if segment.generation != self.generation:
+                # Acted by weights of an earlier run (before a resume): their log-probs mean nothing now.
+                self.metrics.inc("transitions_dropped", segment.steps, reason="old_generation")
+                continue
+            lag = self.version - segment.version
+            if max_lag is not None and lag > max_lag:
+                self.metrics.inc("transitions_dropped", segment.steps, reason="stale")
+                continue
+            self._lags.append(lag)
+            self._track_returns(segment)
+            kept.append(segment)
+        return kept
+
+    def _track_returns(self, segment: Segment) -> None:
+        key = (segment.bot, segment.agent)
+        total = self._running_returns.get(key, 0.0) + float(segment_rewards(segment).sum())
+        if segment.end is SegmentEnd.CUT:
+            self._running_returns[key] = total
+        else:
+            self._running_returns.pop(key, None)
+            self.episode_returns.append(total)
+            self.metrics.inc("episodes")
+
+    def _update(self) -> None:
+        start = time.perf_counter()
+        stats = self.agent.update()
+        elapsed = time.perf_counter() - start
+        trained = int(stats.get("train/steps_trained", 0))
+        self.updates += 1
+        self.steps_trained += trained
+        self.metrics.inc("transitions_trained", trained)
+        self.metrics.inc("updates")
+        self.metrics.set("update_seconds", elapsed)
+        for key, value in stats.items():
+            self.metrics.set("train", value, name=key.removeprefix("train/"))
+        if self._lags:
+            lags = np.asarray(self._lags)
+            for stat, value in (("min", lags.min()), ("avg", lags.mean()), ("max", lags.max())):
+                self.metrics.set("policy_lag", float(value), stat=stat)
+                stats[f"server/policy_lag_{stat}"] = float(value)
+            self._lags.clear()
+        if self.episode_returns:
+            stats["rollout/ep_rew_mean"] = float(np.mean(self.episode_returns))
+            self.metrics.set("ep_rew_mean", stats["rollout/ep_rew_mean"])
+        stats["time/update_seconds"] = elapsed
+        if self.updates % self.config.publish_every == 0:
+            self.version += 1
+            self.snapshot = self._make_snapshot()
+            self.metrics.set("policy_version", self.version)
+            self._publish(self.snapshot)
+        stats["server/policy_version"] = float(self.version)
+        stats["updates"] = float(self.updates)
+        self.last_metrics = stats
+        if self._update_hook is not None:
+            self._update_hook(stats)
+
+    def _make_snapshot(self) -> WeightsSnapshot:
+        arch, tensors = self.agent.export_actor()
+        return make_snapshot(self.generation, self.version, arch, tensors)
+
+    # ── checkpoints ──────────────────────────────────────────────────────────
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent.state_dict(),
+            "generation": self.generation,
+            "version": self.version,
+            "updates": self.updates,
+            "steps_trained": self.steps_trained,
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "python": list(random.getstate()[1]),
+                "python_version": random.getstate()[0],
+                "python_gauss": random.getstate()[2],
+            },
+            "episode_returns": list(self.episode_returns),
+        }
+
+    def save_checkpoint(self) -> None:
+        """Write a checkpoint; a disk error is logged and counted, and training goes on."""
+        assert self.store is not None
+        self._last_checkpoint = time.monotonic()
+        try:
+            path = self.store.save(self.state_dict(), self.generation, self.version)
+        except OSError as exc:
+            self.metrics.inc("checkpoint_failures")
+            logger.error("checkpoint failed (previous checkpoints intact): %s", exc)
+            return
+        self.metrics.inc("checkpoints")
+        logger.info("checkpoint written: %s", path)
+
+    def restore(self) -> bool:
+        """Load the newest valid checkpoint; the generation is bumped so old-run data is recognised."""
+        assert self.store is not None
+        found = self.store.load_latest()
+        if found is None:
+            logger.info("no checkpoint to resume from in %s; starting fresh", self.store.directory)
+            return False
+        state, path = found
+        self.agent.load_state_dict(state["agent"])
+        self.generation = int(state["generation"]) + 1
+        self.version = int(state["version"])
+        self.updates = int(state.get("updates", 0))
+        self.steps_trained = int(state.get("steps_trained", 0))
+        rng = state.get("rng", {})
+        if "torch" in rng:
+            torch.set_rng_state(rng["torch"])
+        if "python" in rng:
+            random.setstate((rng["python_version"], tuple(rng["python"]), rng["python_gauss"]))
+        self.episode_returns.extend(state.get("episode_returns", []))
+        logger.info("resumed from %s: generation %d, version %d", path.name, self.generation, self.version)
+        return True

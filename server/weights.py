@@ -1,0 +1,85 @@
+"""Weight snapshots (serialized once, on the trainer thread) and per-bot latest-wins delivery.
+
+A snapshot is encoded into its final ``weights`` frame exactly once, however many bots
+receive it. Each connection has a :class:`WeightsSlot` holding at most one pending
+snapshot: a slow reader skips straight to the newest version instead of buffering
+every one (websockets' ``broadcast()`` has no backpressure and would copy per bot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from bot_protocol import Architecture, Weights, encode, encode_tensors
+
+__all__ = ["WeightsSlot", "WeightsSnapshot", "make_snapshot"]
+
+
+@dataclass(frozen=True)
+class WeightsSnapshot:
+    """One published policy: its identity, the message, and the ready-to-send frame."""
+
+    generation: int
+    version: int
+    message: Weights
+    frame: bytes
+    published_at: float
+    """``time.monotonic()`` when the trainer made it (hot-swap latency is measured from here)."""
+
+    @property
+    def identity(self) -> tuple[int, int]:
+        return (self.generation, self.version)
+
+
+def make_snapshot(
+    generation: int, version: int, arch: dict[str, Any], tensors: dict[str, NDArray[np.float32]]
+) -> WeightsSnapshot:
+    """Serialize an exported actor into a ``weights`` message and frame (call on the trainer thread)."""
+    blob = encode_tensors(tensors)
+    message = Weights(
+        generation=generation,
+        version=version,
+        arch=Architecture(
+            kind=arch["kind"],
+            layers=tuple(arch["layers"]),
+            activation=arch["activation"],
+            log_std_min=float(arch["log_std_min"]),
+            log_std_max=float(arch["log_std_max"]),
+        ),
+        tensors=blob,
+        sha256=hashlib.sha256(blob).digest(),
+    )
+    return WeightsSnapshot(generation, version, message, encode(message), time.monotonic())
+
+
+class WeightsSlot:
+    """At most one pending snapshot per connection; a newer offer replaces an unsent one."""
+
+    def __init__(self, delivered: tuple[int, int]) -> None:
+        self.delivered = delivered
+        """Identity of the newest snapshot handed to the socket (or sent in ``welcome``)."""
+        self._pending: WeightsSnapshot | None = None
+        self._ready = asyncio.Event()
+
+    def offer(self, snapshot: WeightsSnapshot) -> None:
+        if snapshot.identity <= self.delivered:
+            return
+        if self._pending is None or snapshot.identity > self._pending.identity:
+            self._pending = snapshot
+            self._ready.set()
+
+    async def next(self) -> WeightsSnapshot:
+        """Wait for the next snapshot to send, and mark it delivered."""
+        while self._pending is None:
+            self._ready.clear()
+            await self._ready.wait()
+        snapshot, self._pending = self._pending, None
+        self.delivered = snapshot.identity
+        return snapshot
