@@ -271,16 +271,18 @@ class TrainingServer:
         return self.metrics.render()
 
     def accounting(self) -> dict[str, int]:
-        """Every accepted step is trained, dropped (by reason), or still held somewhere."""
-        dropped = {k: int(v) for k, v in self.metrics.by_label("transitions_dropped", "reason").items()}
+        """Every accepted step is trained, dropped (by reason), or still held somewhere.
+
+        ``received == trained + dropped + queued + open + pending_in_agent`` holds exactly
+        when read on the loop thread (or once bots are idle).
+        """
+        trainer_side = self.trainer.accounting()
+        dropped = sum(v for k, v in trainer_side.items() if k.startswith("dropped_"))
         return {
             "received": int(self.metrics.counter("transitions_received")),
-            "trained": int(self.metrics.counter("transitions_trained")),
-            "dropped": sum(dropped.values()),
-            **{f"dropped_{k}": v for k, v in dropped.items()},
-            "queued": self.queue.steps,
+            "dropped": dropped,
             "open": sum(s.assembler.open_steps for s in self.sessions.values()),
-            "pending_in_agent": self.trainer.agent.pending_steps,
+            **trainer_side,
         }
 
     def _describe_metrics(self) -> None:

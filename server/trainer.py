@@ -69,6 +69,11 @@ class Trainer:
         self._running_returns: dict[tuple[str, int], float] = {}
         self._lags: list[int] = []
         self._last_checkpoint = time.monotonic()
+        self.handover_lock = threading.Lock()
+        """Guards the hand-over of steps (queue → agent → update → trained counter) so
+        :meth:`accounting` never sees a step in two places or in none. Never held during an update."""
+        self.in_update = 0
+        """Steps taken by the update that is running now (0 between updates)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -115,10 +120,12 @@ class Trainer:
     def step(self) -> bool:
         """Drain, filter, maybe update and publish. Returns True if it did anything."""
         self.heartbeat = time.monotonic()
-        segments = self.queue.drain()
+        with self.handover_lock:
+            segments = self.queue.drain()
+            if segments:
+                self.agent.observe(self._filter(segments))
         if segments:
             self._on_drained()
-            self.agent.observe(self._filter(segments))
         did_update = False
         if self.agent.ready():
             self._update()
@@ -155,14 +162,28 @@ class Trainer:
             self.episode_returns.append(total)
             self.metrics.inc("episodes")
 
+    def accounting(self) -> dict[str, int]:
+        """Steps on the trainer's side of the hand-over, read consistently."""
+        with self.handover_lock:
+            return {
+                "trained": int(self.metrics.counter("transitions_trained")),
+                "queued": self.queue.steps,
+                "pending_in_agent": self.agent.pending_steps + self.in_update,
+                **{f"dropped_{k}": int(v) for k, v in self.metrics.by_label("transitions_dropped", "reason").items()},
+            }
+
     def _update(self) -> None:
+        with self.handover_lock:
+            self.in_update = self.agent.pending_steps
         start = time.perf_counter()
         stats = self.agent.update()
         elapsed = time.perf_counter() - start
         trained = int(stats.get("train/steps_trained", 0))
+        with self.handover_lock:
+            self.in_update = 0
+            self.metrics.inc("transitions_trained", trained)
         self.updates += 1
         self.steps_trained += trained
-        self.metrics.inc("transitions_trained", trained)
         self.metrics.inc("updates")
         self.metrics.set("update_seconds", elapsed)
         for key, value in stats.items():

@@ -1,0 +1,918 @@
+"""Event-loop benchmark of the training server: ingest throughput, loop lag under PPO, hot-swap latency.
+
+Run ``python bench/loop.py`` (about 2 minutes) or ``python bench/loop.py --quick``
+(about 40 s). Progress goes to stderr; the last stdout line is one JSON object with
+every figure, the workload that produced it, and the targets.
+
+Process layout (fairness on a 2-core machine): this process hosts the server under
+test (the real :class:`server.TrainingServer` in a :class:`server.ServerThread`, or
+the bare websockets baseline in its own thread) and otherwise only sleeps and
+samples counters. Every bot connection lives in ONE separate *sender* process
+(``spawn``), all connections on one asyncio loop, driven by jobs sent over a pipe.
+So the server process's GIL serves only its event loop and the trainer thread.
+
+What is measured
+================
+
+1. **Ingest throughput** (transitions/s). Each bot sends the same pre-encoded
+   ``tr`` frame over and over, patching only its ``seq`` (stored as a fixed-width
+   msgpack uint64 so it can be rewritten in place; it increases per connection).
+   Workload: a tank-like bot driving 8 agents, ``obs_dim`` 24, ``act_dim`` 5, scalar
+   reward, rows tick-major (8 ticks x 8 agents = 64 steps per frame, 32 ticks for
+   256), random float32 data, no episode end inside the frame (segments are closed by
+   the server's 256-step length cut). Counted: ``transitions_received`` (steps that
+   reached the server's accounting, i.e. were validated, assembled and queued) over a
+   timed window after a warm-up. The bots obey the credit protocol (hello/welcome,
+   one credit per frame, ``credit`` messages replenish; default window 8). The
+   trainer runs but its agent discards what it drains (``observe`` counts and drops,
+   ``ready`` is never true), and the queue is 1 GiB, so credit is never withheld and
+   memory stays flat: only ingest is measured.
+
+   Baseline, same run, same frames: a bare ``websockets.asyncio.server.serve``
+   server (``compression=None``) whose handler only ``msgpack.unpackb``-s each frame
+   and discards it, fed by raw clients that send as fast as websockets' write flow
+   control allows (no credit). Also once with websockets' default ``deflate``
+   compression on both ends, to show why the server turns it off.
+
+2. **Event-loop lag under PPO**: a real PPO agent (default :class:`agents.PPOConfig`
+   except the sizes; ``rollout_steps`` 2048) fed by 16 :class:`BotClient` bots that
+   stamp the policy version they hold (else data goes stale after 32 versions).
+   Two feeds: *paced* (a fixed total step rate, like bots in a real game) and
+   *flood* (as fast as credit allows: the trainer's backpressure is the only limit).
+   The server's own :class:`server.looplag.LoopLagMonitor` (20 ms sleeps) is reset
+   after the first update finishes; p50/p99/max of wake-up lateness over the window
+   and the number of updates done are reported.
+
+3. **Hot-swap latency**: 64 idle :class:`BotClient` bots on one loop in the sender
+   process. This process publishes new versions exactly as ``Trainer._update`` does
+   (bump ``version``, ``_make_snapshot()``, ``_publish``), from a bench thread, every
+   ~0.25 s. ``WeightsSnapshot.published_at`` and the bots' ``ClientStats.swap_times``
+   are both ``time.monotonic()`` (CLOCK_MONOTONIC: one clock for all processes on
+   Linux). Latency = swap time - publish time, for every (bot, version) pair, and
+   per version the time until *all* bots had it (the max over bots).
+
+``--profile`` adds one extra 64-bot ingest run with cProfile enabled on the server's
+event-loop thread (that run's throughput is not reported: profiling slows it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import io
+import json
+import logging
+import math
+import multiprocessing as mp
+import os
+import pstats
+import random
+import struct
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event as MpEvent
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgpack
+import numpy as np
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from bot_protocol import SUBPROTOCOL, Bye, Credit, Error, Hello, RewardMode, TransitionBatch, Welcome
+from bot_protocol.client import BotClient, ClientConfig
+from bot_protocol.codec import decode_from_server, encode
+
+if TYPE_CHECKING:  # torch-heavy imports stay out of the spawned sender process
+    from agents import Agent
+    from server import ServerThread, TrainingServer
+
+log = logging.getLogger("bench.loop")
+
+# ── workload ─────────────────────────────────────────────────────────────────
+
+OBS_DIM = 24
+ACT_DIM = 5
+AGENTS_PER_BOT = 8
+SEQ_PLACEHOLDER = 2**64 - 1
+"""msgpack writes this as ``cf`` + 8 bytes, so the seq can be patched in place."""
+
+TARGETS: dict[str, float] = {
+    "ingest_ratio_min": 0.5,
+    "ingest_ratio_aim": 0.7,
+    "ingest_tps_min": 200_000,
+    "ppo_lag_p99_ms_max": 20.0,
+    "swap_p99_ms_max": 50.0,
+}
+
+Protocol = Literal["arena", "raw"]
+
+
+@dataclass(frozen=True)
+class FrameSpec:
+    """Shape of one ``tr`` frame: ``steps`` rows from ``n_agents`` agents, tick-major."""
+
+    steps: int = 64
+    obs_dim: int = OBS_DIM
+    act_dim: int = ACT_DIM
+    n_agents: int = AGENTS_PER_BOT
+
+    def batch(self, seed: int = 0) -> TransitionBatch:
+        """A realistic-looking scalar-reward batch of random float32 data (no episode end)."""
+        if self.steps % self.n_agents:
+            raise ValueError("steps must be a multiple of n_agents")
+        rng = np.random.default_rng(seed)
+        n = self.steps
+        return TransitionBatch(
+            seq=0,
+            generation=0,
+            version=0,
+            agent=np.tile(np.arange(self.n_agents, dtype=np.uint32), n // self.n_agents),
+            episode=np.zeros(n, np.uint32),
+            obs=rng.standard_normal((n, self.obs_dim), dtype=np.float32),
+            act=rng.standard_normal((n, self.act_dim), dtype=np.float32),
+            logp=(rng.standard_normal(n, dtype=np.float32) - 3.0).astype(np.float32),
+            flags=np.zeros(n, np.uint8),
+            rew=(0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32),
+        )
+
+
+class FrameTemplate:
+    """A pre-encoded ``tr`` frame whose ``seq`` is rewritten per send (one bytes join, no msgpack)."""
+
+    def __init__(self, spec: FrameSpec, seed: int = 0) -> None:
+        frame = encode(replace(spec.batch(seed), seq=SEQ_PLACEHOLDER))
+        marker = b"\xa3seq\xcf" + struct.pack(">Q", SEQ_PLACEHOLDER)
+        at = frame.find(marker)
+        if at < 0:
+            raise RuntimeError("seq field not found in the encoded frame")
+        cut = at + len(marker) - 8
+        self.prefix, self.suffix = frame[:cut], frame[cut + 8 :]
+        self.nbytes = len(frame)
+        self.steps = spec.steps
+        self._pack = struct.Struct(">Q").pack
+
+    def frame(self, seq: int) -> bytes:
+        return b"".join((self.prefix, self._pack(seq), self.suffix))
+
+
+# ── sender process: jobs ─────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class IngestJob:
+    """Open ``n_conns`` connections and send pre-encoded frames as fast as allowed until stopped."""
+
+    url: str
+    protocol: Protocol
+    n_conns: int
+    frame: FrameSpec
+    compression: str | None = None
+    max_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
+class FeedJob:
+    """``n_bots`` :class:`BotClient` bots sending batches stamped with their current policy."""
+
+    url: str
+    n_bots: int
+    frame: FrameSpec
+    steps_per_s: float = 0.0
+    """Total paced rate over all bots; 0 sends as fast as credit allows."""
+    max_seconds: float = 120.0
+
+
+@dataclass(frozen=True)
+class SwapJob:
+    """``n_bots`` idle :class:`BotClient` bots that only receive weights; returns their swap times."""
+
+    url: str
+    n_bots: int
+    max_seconds: float = 120.0
+
+
+Job = IngestJob | FeedJob | SwapJob
+
+
+@dataclass
+class _Link:
+    """One sender connection with its own credit accounting (``arena``) or none (``raw``)."""
+
+    ws: ClientConnection
+    arena: bool
+    credit: int = 0
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    sent: int = 0
+    credit_msgs: int = 0
+    credit_granted: int = 0
+    credit_waits: int = 0
+    credit_wait_s: float = 0.0
+    errors: int = 0
+    receiver: asyncio.Task[None] | None = None
+
+    async def receive(self) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            async for data in self.ws:
+                if isinstance(data, str):
+                    continue
+                message = decode_from_server(data)
+                if isinstance(message, Credit):
+                    self.credit += message.grant
+                    self.credit_msgs += 1
+                    self.credit_granted += message.grant
+                    self.wake.set()
+                elif isinstance(message, Error):
+                    self.errors += 1
+                    log.warning("server error %s: %s", message.code, message.msg)
+        self.wake.set()
+
+    async def pump(self, template: FrameTemplate, stopping: asyncio.Event) -> None:
+        seq = 0
+        while not stopping.is_set():
+            if self.arena and self.credit <= 0:
+                self.credit_waits += 1
+                started = time.perf_counter()
+                self.wake.clear()
+                await self.wake.wait()
+                self.credit_wait_s += time.perf_counter() - started
+                if self.receiver is not None and self.receiver.done():
+                    return
+                continue
+            try:
+                await self.ws.send(template.frame(seq))
+            except ConnectionClosed:
+                return
+            seq += 1
+            self.sent += 1
+            self.credit -= 1
+            if seq % 16 == 0:  # websockets' send does not yield below its write high-water mark
+                await asyncio.sleep(0)
+
+
+async def _open_link(job: IngestJob, index: int) -> _Link:
+    if job.protocol == "raw":
+        ws = await connect(job.url, compression=job.compression, max_size=1 << 20, open_timeout=30)
+        return _Link(ws, arena=False)
+    ws = await connect(
+        job.url, subprotocols=[SUBPROTOCOL], compression=None, max_size=64 << 20, open_timeout=30  # type: ignore[list-item]
+    )
+    spec = job.frame
+    await ws.send(encode(Hello(f"bench{index}", spec.obs_dim, spec.act_dim, spec.n_agents, RewardMode.SCALAR, "bench")))
+    welcome = decode_from_server(await ws.recv(decode=False))
+    if not isinstance(welcome, Welcome):
+        raise RuntimeError(f"handshake refused: {welcome}")
+    link = _Link(ws, arena=True, credit=welcome.credit)
+    link.receiver = asyncio.get_running_loop().create_task(link.receive())
+    return link
+
+
+async def _watch_stop(stop: MpEvent, deadline: float, stopping: asyncio.Event, wake: Callable[[], None]) -> None:
+    while not stop.is_set() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    stopping.set()
+    wake()
+
+
+async def _ingest(job: IngestJob, conn: Connection, stop: MpEvent) -> dict[str, Any]:
+    template = FrameTemplate(job.frame)
+    links = await asyncio.gather(*(_open_link(job, i) for i in range(job.n_conns)))
+    conn.send(("ready", {"frame_bytes": template.nbytes}))
+    stopping = asyncio.Event()
+
+    def wake_all() -> None:
+        for link in links:
+            link.wake.set()
+
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    watcher = asyncio.create_task(_watch_stop(stop, time.monotonic() + job.max_seconds, stopping, wake_all))
+    await asyncio.gather(*(link.pump(template, stopping) for link in links))
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    await watcher
+
+    async def close(link: _Link) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            if link.arena:
+                await link.ws.send(encode(Bye("bench done")))
+            await link.ws.close()
+        if link.receiver is not None:
+            await link.receiver
+
+    await asyncio.gather(*(close(link) for link in links))
+    credit_msgs = sum(link.credit_msgs for link in links)
+    return {
+        "frames_sent": sum(link.sent for link in links),
+        "steps_sent": sum(link.sent for link in links) * template.steps,
+        "sender_cpu_util": round(cpu / wall, 3) if wall > 0 else 0.0,
+        "credit_msgs_per_frame": round(credit_msgs / max(1, sum(link.sent for link in links)), 3),
+        "mean_credit_grant": round(sum(link.credit_granted for link in links) / max(1, credit_msgs), 2),
+        "credit_wait_share": round(sum(link.credit_wait_s for link in links) / max(1e-9, wall * len(links)), 3),
+        "server_errors": sum(link.errors for link in links),
+    }
+
+
+async def _feed(job: FeedJob, conn: Connection, stop: MpEvent) -> dict[str, Any]:
+    spec = job.frame
+    batch = spec.batch(seed=1)
+    bots = [
+        BotClient(ClientConfig(job.url, f"feed{i}", spec.obs_dim, spec.act_dim, n_agents=spec.n_agents, batch_steps=spec.steps))
+        for i in range(job.n_bots)
+    ]
+    await asyncio.gather(*(bot.connect() for bot in bots))
+    conn.send(("ready", None))
+    stopping = asyncio.Event()
+    period = spec.steps * job.n_bots / job.steps_per_s if job.steps_per_s > 0 else 0.0
+
+    async def run(index: int, bot: BotClient) -> None:
+        next_at = time.monotonic() + period * index / job.n_bots  # stagger the bots over one period
+        while not stopping.is_set():
+            if period:
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                next_at += period
+            policy = bot.policy
+            assert policy is not None
+            try:
+                async with asyncio.timeout(1.0):  # re-check the stop flag while starved of credit
+                    await bot.send(replace(batch, generation=policy.generation, version=policy.version))
+            except TimeoutError:
+                continue
+
+    watcher = asyncio.create_task(_watch_stop(stop, time.monotonic() + job.max_seconds, stopping, lambda: None))
+    await asyncio.gather(*(run(i, bot) for i, bot in enumerate(bots)))
+    await watcher
+    await asyncio.gather(*(bot.close() for bot in bots))
+    return {
+        "steps_sent": sum(bot.stats.steps_sent for bot in bots),
+        "weights_swapped": sum(bot.stats.weights_swapped for bot in bots),
+        "server_errors": sum(len(bot.stats.errors) for bot in bots),
+    }
+
+
+async def _swap(job: SwapJob, conn: Connection, stop: MpEvent) -> dict[str, Any]:
+    bots = [BotClient(ClientConfig(job.url, f"swap{i}", OBS_DIM, ACT_DIM, n_agents=AGENTS_PER_BOT)) for i in range(job.n_bots)]
+    await asyncio.gather(*(bot.connect() for bot in bots))
+    conn.send(("ready", None))
+    await _watch_stop(stop, time.monotonic() + job.max_seconds, asyncio.Event(), lambda: None)
+    await asyncio.gather(*(bot.close() for bot in bots))
+    return {
+        "swap_times": [list(bot.stats.swap_times) for bot in bots],
+        "rejected": sum(bot.stats.weights_rejected for bot in bots),
+    }
+
+
+def _worker_main(conn: Connection, stop: MpEvent) -> None:
+    """Sender process: run jobs until ``None`` arrives. Replies ``ready``, then ``done`` or ``error``."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="[senders] %(levelname)s %(name)s: %(message)s")
+    runners: dict[type, Callable[[Any, Connection, MpEvent], Coroutine[Any, Any, dict[str, Any]]]] = {
+        IngestJob: _ingest,
+        FeedJob: _feed,
+        SwapJob: _swap,
+    }
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        try:
+            result = asyncio.run(runners[type(job)](job, conn, stop))
+        except BaseException:
+            conn.send(("error", traceback.format_exc()))
+        else:
+            conn.send(("done", result))
+
+
+class SenderWorker:
+    """The parent's handle on the sender process."""
+
+    def __init__(self) -> None:
+        ctx = mp.get_context("spawn")
+        self._stop = ctx.Event()
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(target=_worker_main, args=(child, self._stop), name="bench-senders", daemon=True)
+
+    def __enter__(self) -> SenderWorker:
+        self._process.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError, BrokenPipeError):
+            self._stop.set()
+            self._conn.send(None)
+        self._process.join(15)
+        if self._process.is_alive():
+            log.warning("sender process did not exit; terminating it")
+            self._process.terminate()
+            self._process.join(5)
+
+    def _reply(self, expect: str, timeout: float) -> Any:
+        if not self._conn.poll(timeout):
+            raise TimeoutError(f"sender process sent no {expect!r} within {timeout:.0f} s")
+        kind, payload = self._conn.recv()
+        if kind == "error":
+            raise RuntimeError(f"sender process failed:\n{payload}")
+        if kind != expect:
+            raise RuntimeError(f"sender process replied {kind!r}, expected {expect!r}")
+        return payload
+
+    def begin(self, job: Job, timeout: float = 60.0) -> Any:
+        """Start ``job``; returns once every connection is open."""
+        self._stop.clear()
+        self._conn.send(job)
+        return self._reply("ready", timeout)
+
+    def finish(self, timeout: float = 60.0) -> dict[str, Any]:
+        """Stop the running job and return its result."""
+        self._stop.set()
+        result: dict[str, Any] = self._reply("done", timeout)
+        return result
+
+
+# ── server side ──────────────────────────────────────────────────────────────
+
+
+class RawServer:
+    """The baseline: bare websockets, the handler only ``msgpack.unpackb``-s and discards each frame."""
+
+    def __init__(self, compression: str | None) -> None:
+        self.compression = compression
+        self.frames = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: Server | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="raw-server", daemon=True)
+
+    async def _handler(self, connection: ServerConnection) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            async for frame in connection:
+                msgpack.unpackb(frame)
+                self.frames += 1
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        async with serve(self._handler, "127.0.0.1", 0, compression=self.compression, max_size=1 << 20) as server:
+            self._server = server
+            self._ready.set()
+            await self._stop.wait()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"ws://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    def call(self, fn: Callable[[], Any], timeout: float = 10.0) -> Any:
+        assert self._loop is not None
+
+        async def wrapper() -> Any:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(wrapper(), self._loop).result(timeout)
+
+    def __enter__(self) -> RawServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise TimeoutError("raw server did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+
+def _ingest_only_agent(obs_dim: int, act_dim: int) -> Agent:
+    """A PPO agent that counts and discards what the trainer drains, and never updates."""
+    from agents import PPOAgent, PPOConfig
+    from agents.common import Segment
+
+    class IngestOnlyAgent(PPOAgent):
+        discarded = 0
+
+        def observe(self, segments: list[Segment]) -> None:
+            self.discarded += sum(s.steps for s in segments)
+
+        def ready(self) -> bool:
+            return False
+
+    return IngestOnlyAgent(PPOConfig(obs_dim=obs_dim, act_dim=act_dim))
+
+
+@dataclass
+class Sample:
+    """Counters read on the server's loop thread at one instant."""
+
+    t: float
+    steps: int
+    loop_cpu: float
+    process_cpu: float
+
+
+def _rate(before: Sample, after: Sample) -> dict[str, float]:
+    wall = after.t - before.t
+    return {
+        "tps": round((after.steps - before.steps) / wall),
+        "window_s": round(wall, 2),
+        "loop_cpu_util": round((after.loop_cpu - before.loop_cpu) / wall, 3),
+        "server_process_cpu_util": round((after.process_cpu - before.process_cpu) / wall, 3),
+    }
+
+
+def _ms(values: dict[str, float]) -> dict[str, float]:
+    return {k: round(v * 1000, 2) for k, v in values.items()}
+
+
+@dataclass
+class Settings:
+    warmup: float
+    window: float
+    ppo_seconds: float
+    ppo_bots: int
+    ppo_rate: float
+    swap_bots: int
+    swap_publishes: int
+    swap_interval: float
+    profile: bool
+
+
+def _wait_idle(server: TrainingServer, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while server.sessions and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _ingest_window(sample: Callable[[], Sample], settings: Settings) -> tuple[Sample, Sample]:
+    time.sleep(settings.warmup)
+    before = sample()
+    time.sleep(settings.window)
+    return before, sample()
+
+
+def bench_ingest_ours(worker: SenderWorker, settings: Settings, conns: list[int], steps: list[int]) -> dict[str, Any]:
+    """Our server, ingest only: transitions/s for each (frame steps, bots)."""
+    from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
+
+    config = ServerConfig(port=0, queue_max_bytes=1 << 30, max_batch=1024, max_message_bytes=1 << 20)
+    server = TrainingServer(_ingest_only_agent(OBS_DIM, ACT_DIM), config, TrainerConfig())
+    results: dict[str, Any] = {
+        "server_config": {
+            "credit_window": config.credit_window,
+            "queue_max_bytes": config.queue_max_bytes,
+            "max_batch": config.max_batch,
+            "max_message_bytes": config.max_message_bytes,
+        }
+    }
+    with ServerThread(server) as thread:
+
+        def sample() -> Sample:
+            return thread.call(
+                lambda: Sample(
+                    time.perf_counter(),
+                    int(server.metrics.counter("transitions_received")),
+                    time.thread_time(),
+                    time.process_time(),
+                )
+            )
+
+        for n_steps in steps:
+            for n in conns:
+                rejected0 = server.metrics.counter_total("frames_rejected")
+                worker.begin(IngestJob(server.url, "arena", n, FrameSpec(n_steps), max_seconds=settings.window * 4 + 20))
+                time.sleep(settings.warmup)
+                before = sample()
+                thread.call(server.lag.reset)
+                time.sleep(settings.window)
+                after = sample()
+                lag = thread.call(server.lag.percentiles)
+                sender = worker.finish()
+                _wait_idle(server)
+                row = {**_rate(before, after), "loop_lag_ms": _ms(lag), **sender}
+                row["frames_rejected"] = int(server.metrics.counter_total("frames_rejected") - rejected0)
+                results[f"steps{n_steps}_bots{n}"] = row
+                print(
+                    f"ours   {n_steps:>3}-step frames, {n:>2} bots: {row['tps']:>10,} steps/s  "
+                    f"(loop cpu {row['loop_cpu_util']:.0%}, sender cpu {row['sender_cpu_util']:.0%}, "
+                    f"credit msgs/frame {row['credit_msgs_per_frame']})",
+                    file=sys.stderr,
+                )
+        if settings.profile:
+            results["profile"] = _profile_ingest(worker, thread, server, settings, max(conns), min(steps))
+        accounting = server.accounting()
+    results["accounting"] = accounting
+    return results
+
+
+def _profile_ingest(
+    worker: SenderWorker, thread: ServerThread, server: TrainingServer, settings: Settings, n: int, n_steps: int
+) -> dict[str, Any]:
+    """cProfile the event-loop thread during one extra ingest run; returns the top functions."""
+    profiler = cProfile.Profile()
+    worker.begin(IngestJob(server.url, "arena", n, FrameSpec(n_steps), max_seconds=settings.window * 4 + 20))
+    time.sleep(settings.warmup)
+    thread.call(profiler.enable)
+    time.sleep(max(2.0, settings.window))
+    thread.call(profiler.disable)
+    worker.finish()
+    _wait_idle(server)
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(25)
+    print(f"── cProfile of the event-loop thread, {n} bots x {n_steps}-step frames (by tottime) ──", file=sys.stderr)
+    print(text.getvalue(), file=sys.stderr)
+    table: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    total = sum(entry[2] for entry in table.values()) or 1.0
+
+    def cumulative(name: str, file_part: str) -> float:
+        return sum(v[3] for (path, _, func), v in table.items() if func == name and file_part in path) / total
+
+    frames = sum(v[1] for (path, _, func), v in table.items() if func == "_on_frame" and "server" in path)
+    shares = {
+        "_on_frame (all per-frame work)": cumulative("_on_frame", "server/app.py"),
+        "unpack (msgpack + limits)": cumulative("unpack", "bot_protocol/codec.py"),
+        "TransitionBatch.from_wire (validation)": cumulative("from_wire", "bot_protocol/messages.py"),
+        "SegmentAssembler.add": cumulative("add", "server/assembler.py"),
+        "TransitionQueue.put": cumulative("put", "server/transition_queue.py"),
+        "Metrics.inc": cumulative("inc", "server/metrics.py"),
+        "_grant (credit replies)": cumulative("_grant", "server/app.py"),
+        "_return_withheld_credit (per trainer drain)": cumulative("_return_withheld_credit", "server/app.py"),
+        "_send_quietly (credit sends)": cumulative("_send_quietly", "server/app.py"),
+    }
+    top = sorted(table.items(), key=lambda kv: kv[1][2], reverse=True)[:12]
+    return {
+        "bots": n,
+        "frame_steps": n_steps,
+        "frames_profiled": int(frames),
+        "loop_us_per_frame": round(total / max(frames, 1) * 1e6, 1),
+        "cum_share": {k: round(v, 3) for k, v in shares.items()},
+        "top_tottime": [
+            {"fn": f"{os.path.basename(path)}:{line}:{func}", "share": round(v[2] / total, 3)} for (path, line, func), v in top
+        ],
+    }
+
+
+def bench_ingest_raw(
+    worker: SenderWorker, settings: Settings, compression: str | None, conns: list[int], steps: list[int]
+) -> dict[str, Any]:
+    """The bare websockets baseline: transitions/s for each (frame steps, clients)."""
+    results: dict[str, Any] = {}
+    for n_steps in steps:
+        for n in conns:
+            with RawServer(compression) as raw:
+
+                def sample(raw: RawServer = raw, n_steps: int = n_steps) -> Sample:
+                    return raw.call(lambda: Sample(time.perf_counter(), raw.frames * n_steps, time.thread_time(), time.process_time()))
+
+                worker.begin(IngestJob(raw.url, "raw", n, FrameSpec(n_steps), compression, settings.window * 4 + 20))
+                before, after = _ingest_window(sample, settings)
+                sender = worker.finish()
+            row = {
+                **_rate(before, after),
+                "sender_cpu_util": sender["sender_cpu_util"],
+                "frame_bytes": FrameTemplate(FrameSpec(n_steps)).nbytes,
+            }
+            results[f"steps{n_steps}_clients{n}"] = row
+            print(
+                f"raw{'+deflate' if compression else '':8} {n_steps:>3}-step frames, {n:>2} clients: {row['tps']:>10,} steps/s  "
+                f"(loop cpu {row['loop_cpu_util']:.0%}, sender cpu {row['sender_cpu_util']:.0%})",
+                file=sys.stderr,
+            )
+    return results
+
+
+def bench_ppo_lag(worker: SenderWorker, settings: Settings, steps_per_s: float) -> dict[str, Any]:
+    """Loop lag of the real server while a real PPO agent trains on what bots send."""
+    from agents import make_agent
+    from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
+
+    update_seconds: list[float] = []
+    agent = make_agent("ppo", OBS_DIM, ACT_DIM)
+    server = TrainingServer(
+        agent, ServerConfig(port=0), TrainerConfig(), update_hook=lambda s: update_seconds.append(s["time/update_seconds"])
+    )
+    with ServerThread(server) as thread:
+        worker.begin(FeedJob(server.url, settings.ppo_bots, FrameSpec(64), steps_per_s, settings.ppo_seconds * 4 + 60))
+        deadline = time.monotonic() + 60
+        while server.trainer.updates < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if server.trainer.updates < 1:
+            raise TimeoutError("no PPO update within 60 s")
+        thread.call(server.lag.reset)
+        updates0, received0, t0 = server.trainer.updates, server.metrics.counter("transitions_received"), time.perf_counter()
+        first_update = len(update_seconds)
+        time.sleep(settings.ppo_seconds)
+        lag = thread.call(server.lag.percentiles)
+        samples = np.asarray(thread.call(lambda: list(server.lag.samples)), dtype=np.float64)
+        updates1, received1, t1 = server.trainer.updates, server.metrics.counter("transitions_received"), time.perf_counter()
+        sender = worker.finish()
+        accounting = server.accounting()
+        trained = server.metrics.counter("transitions_trained")
+    durations = update_seconds[first_update:]
+    row = {
+        "feed": f"{settings.ppo_bots} BotClient bots, 64-step frames, "
+        + (f"paced at {steps_per_s:,.0f} steps/s total" if steps_per_s else "as fast as credit allows"),
+        "window_s": round(t1 - t0, 2),
+        "loop_lag_ms": _ms(lag),
+        "lag_samples": int(len(samples)),
+        "lag_over_20ms": int((samples > 0.020).sum()),
+        "updates": updates1 - updates0,
+        "update_s_mean": round(float(np.mean(durations)), 3) if durations else None,
+        "update_s_max": round(float(np.max(durations)), 3) if durations else None,
+        "steps_received_per_s": round((received1 - received0) / (t1 - t0)),
+        "steps_trained": int(trained),
+        "dropped": accounting["dropped"],
+        "sender": sender,
+    }
+    print(
+        f"ppo lag ({row['feed']}): p50 {row['loop_lag_ms']['p50']} ms, p99 {row['loop_lag_ms']['p99']} ms, "
+        f"max {row['loop_lag_ms']['max']} ms over {row['updates']} updates",
+        file=sys.stderr,
+    )
+    return row
+
+
+def bench_hot_swap(worker: SenderWorker, settings: Settings) -> dict[str, Any]:
+    """Publish→swap latency to 64 connected bots, publishing the way ``Trainer._update`` does."""
+    from agents import make_agent
+    from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
+
+    server = TrainingServer(make_agent("ppo", OBS_DIM, ACT_DIM), ServerConfig(port=0), TrainerConfig())
+    published: dict[int, float] = {}
+    with ServerThread(server):
+        worker.begin(SwapJob(server.url, settings.swap_bots, settings.swap_interval * settings.swap_publishes + 60))
+        trainer = server.trainer
+        frame_bytes = len(trainer.snapshot.frame)
+
+        def publish_all() -> None:
+            rng = random.Random(0)
+            for _ in range(settings.swap_publishes):
+                time.sleep(settings.swap_interval * rng.uniform(0.8, 1.2))
+                trainer.version += 1
+                trainer.snapshot = trainer._make_snapshot()
+                published[trainer.snapshot.version] = trainer.snapshot.published_at
+                trainer._publish(trainer.snapshot)
+
+        publisher = threading.Thread(target=publish_all, name="bench-publisher")
+        publisher.start()
+        publisher.join()
+        time.sleep(0.5)
+        result = worker.finish()
+    per_pair: list[float] = []
+    per_version: dict[int, list[float]] = {v: [] for v in published}
+    for swaps in result["swap_times"]:
+        for _gen, ver, at in swaps:
+            if ver in published:
+                latency = at - published[ver]
+                per_pair.append(latency)
+                per_version[ver].append(latency)
+    n_bots = settings.swap_bots
+    all_bots = [max(v) for v in per_version.values() if len(v) == n_bots]
+    pairs, everyone = np.asarray(per_pair), np.asarray(all_bots)
+
+    def pct(values: np.ndarray, q: float) -> float | None:
+        return round(float(np.percentile(values, q)) * 1000, 2) if len(values) else None
+
+    row = {
+        "bots": n_bots,
+        "publishes": len(published),
+        "weights_frame_bytes": frame_bytes,
+        "pairs": int(len(pairs)),
+        "missing_pairs": n_bots * len(published) - int(len(pairs)),
+        "rejected": result["rejected"],
+        "pair_ms": {"p50": pct(pairs, 50), "p99": pct(pairs, 99), "max": pct(pairs, 100)},
+        "all_bots_ms": {"p50": pct(everyone, 50), "p99": pct(everyone, 99), "max": pct(everyone, 100)},
+    }
+    print(
+        f"hot swap ({n_bots} bots, {len(published)} publishes): per bot p50 {row['pair_ms']['p50']} ms, "
+        f"p99 {row['pair_ms']['p99']} ms; all bots p50 {row['all_bots_ms']['p50']} ms, p99 {row['all_bots_ms']['p99']} ms",
+        file=sys.stderr,
+    )
+    return row
+
+
+# ── main ─────────────────────────────────────────────────────────────────────
+
+
+@contextlib.contextmanager
+def _stage(name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    print(f"── {name} ──", file=sys.stderr)
+    yield
+    print(f"   ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+
+
+def _ratio(ours: dict[str, Any], raw: dict[str, Any], n_steps: int, n: int) -> float | None:
+    mine, base = ours.get(f"steps{n_steps}_bots{n}"), raw.get(f"steps{n_steps}_clients{n}")
+    if not mine or not base or not base["tps"]:
+        return None
+    return round(mine["tps"] / base["tps"], 3)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short windows (about 40 s in all)")
+    parser.add_argument("--warmup", type=float, help="seconds of sending before each ingest window (default 1, quick 0.5)")
+    parser.add_argument("--window", type=float, help="seconds of each ingest measurement window (default 3, quick 1)")
+    parser.add_argument("--ppo-seconds", type=float, help="seconds of each PPO lag window (default 15, quick 5)")
+    parser.add_argument("--ppo-bots", type=int, default=16, help="bots feeding the PPO server (default 16)")
+    parser.add_argument(
+        "--ppo-rate", type=float, default=7680.0, help="paced feed, steps/s over all bots (default 7680: 16 bots x 8 agents x 60 Hz)"
+    )
+    parser.add_argument("--no-flood", action="store_true", help="skip the as-fast-as-credit-allows PPO feed")
+    parser.add_argument("--swap-bots", type=int, default=64)
+    parser.add_argument("--swap-publishes", type=int, help="publishes in the hot-swap test (default 20, quick 8)")
+    parser.add_argument("--swap-interval", type=float, default=0.25, help="seconds between publishes (±20%% jitter)")
+    parser.add_argument("--profile", action="store_true", help="cProfile the loop thread during one extra 64-bot ingest run")
+    parser.add_argument("--skip", default="", help="comma-separated stages to skip: ingest,raw,ppo,swap")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="[server] %(levelname)s %(name)s: %(message)s")
+    quick = args.quick
+    settings = Settings(
+        warmup=args.warmup if args.warmup is not None else (0.5 if quick else 1.0),
+        window=args.window if args.window is not None else (1.0 if quick else 3.0),
+        ppo_seconds=args.ppo_seconds if args.ppo_seconds is not None else (5.0 if quick else 15.0),
+        ppo_bots=args.ppo_bots,
+        ppo_rate=args.ppo_rate,
+        swap_bots=args.swap_bots,
+        swap_publishes=args.swap_publishes if args.swap_publishes is not None else (8 if quick else 20),
+        swap_interval=args.swap_interval,
+        profile=args.profile,
+    )
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    started = time.perf_counter()
+    frame_64, frame_256 = FrameTemplate(FrameSpec(64)), FrameTemplate(FrameSpec(256))
+    out: dict[str, Any] = {
+        "workload": {
+            "obs_dim": OBS_DIM,
+            "act_dim": ACT_DIM,
+            "reward": "scalar",
+            "agents_per_bot": AGENTS_PER_BOT,
+            "rows": "tick-major, random float32, no episode end in a frame (256-step segment cuts)",
+            "frame_bytes": {"64": frame_64.nbytes, "256": frame_256.nbytes},
+            "bytes_per_step": round(frame_64.nbytes / 64, 1),
+            "senders": "all connections in 1 separate spawned process, one asyncio loop",
+        },
+        "settings": {**asdict(settings), "quick": quick, "cpus": os.cpu_count()},
+        "targets": TARGETS,
+    }
+    with SenderWorker() as worker:
+        ours: dict[str, Any] = {}
+        raw: dict[str, Any] = {}
+        if "ingest" not in skip:
+            with _stage("ingest: our TrainingServer (credit protocol, trainer draining)"):
+                ours = bench_ingest_ours(worker, settings, [1, 16, 64], [64, 256])
+        if "raw" not in skip:
+            with _stage("ingest: bare websockets + msgpack.unpackb baseline"):
+                raw = bench_ingest_raw(worker, settings, None, [1, 16], [64, 256])
+                raw_deflate = bench_ingest_raw(worker, settings, "deflate", [1], [64])
+            out["ingest_raw_deflate"] = raw_deflate
+        out["ingest_ours"] = ours
+        out["ingest_raw"] = raw
+        out["ingest_ratio_ours_raw"] = {
+            f"steps{s}_conns{n}": _ratio(ours, raw, s, n) for s in (64, 256) for n in (1, 16) if _ratio(ours, raw, s, n)
+        }
+        if "ppo" not in skip:
+            with _stage("loop lag while PPO trains"):
+                out["ppo_lag_paced"] = bench_ppo_lag(worker, settings, settings.ppo_rate)
+                if not args.no_flood:
+                    out["ppo_lag_flood"] = bench_ppo_lag(worker, settings, 0.0)
+        if "swap" not in skip:
+            with _stage("hot-swap latency"):
+                out["hot_swap"] = bench_hot_swap(worker, settings)
+    out["verdict"] = _verdict(out)
+    out["elapsed_s"] = round(time.perf_counter() - started, 1)
+    print(f"done in {out['elapsed_s']} s", file=sys.stderr)
+    print(json.dumps(out, separators=(",", ":")), flush=True)
+    return 0
+
+
+def _verdict(out: dict[str, Any]) -> dict[str, bool | None]:
+    """Each target: met (True), missed (False) or not measured (None)."""
+    ratios = [v for v in out.get("ingest_ratio_ours_raw", {}).values() if v is not None]
+    ours = out.get("ingest_ours", {})
+    best_tps = max((row["tps"] for key, row in ours.items() if key.startswith("steps")), default=None)
+    lag = out.get("ppo_lag_paced", {}).get("loop_lag_ms", {}).get("p99")
+    swap = out.get("hot_swap", {}).get("pair_ms", {}).get("p99")
+    return {
+        "ingest_ratio_min": min(ratios) >= TARGETS["ingest_ratio_min"] if ratios else None,
+        "ingest_ratio_aim": min(ratios) >= TARGETS["ingest_ratio_aim"] if ratios else None,
+        "ingest_tps_min": best_tps >= TARGETS["ingest_tps_min"] if best_tps is not None else None,
+        "ppo_lag_p99": lag < TARGETS["ppo_lag_p99_ms_max"] if lag is not None else None,
+        "swap_p99": swap < TARGETS["swap_p99_ms_max"] if swap is not None and math.isfinite(swap) else None,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,577 @@
+"""PPOAgent: config validation, update metrics, and every guard the Nim seed requires, triggered on purpose."""
+
+from __future__ import annotations
+
+import copy
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from agents import PPOAgent, PPOConfig, Segment, SegmentEnd
+
+OBS, ACT = 4, 2
+FLOOR, CEILING = -3.0, 0.0
+METRIC_KEYS = {
+    "train/policy_loss",
+    "train/value_loss",
+    "train/entropy",
+    "train/approx_kl",
+    "train/clip_fraction",
+    "train/explained_variance",
+    "train/grad_norm",
+    "train/skipped_minibatches",
+    "train/steps_trained",
+}
+
+
+def config(**overrides) -> PPOConfig:
+    base = {
+        "obs_dim": OBS,
+        "act_dim": ACT,
+        "hidden": (16, 16),
+        "rollout_steps": 96,
+        "minibatch_size": 32,
+        "epochs": 2,
+        "log_std_min": FLOOR,
+        "log_std_max": CEILING,
+    }
+    base.update(overrides)
+    return PPOConfig(**base)
+
+
+def make_segments(agent: PPOAgent, seed: int = 0, lengths=(40, 30, 26), reward_scale: float = 1.0) -> list[Segment]:
+    """Segments acted by the agent's own actor (so old log-probs are realistic), one of each end kind."""
+    rng = np.random.default_rng(seed)
+    ends = [SegmentEnd.TERMINAL, SegmentEnd.TRUNCATED, SegmentEnd.CUT]
+    obs_dim, act_dim = agent.config.obs_dim, agent.config.act_dim
+    segments = []
+    for i, n in enumerate(lengths):
+        obs = rng.normal(size=(n, obs_dim)).astype(np.float32)
+        with torch.no_grad():
+            mean = agent.actor(torch.from_numpy(obs))
+            std = agent.actor.clamped_log_std().exp()
+            act = (mean + std * torch.from_numpy(rng.normal(size=(n, act_dim)).astype(np.float32))).float()
+            logp = agent.actor.log_prob(torch.from_numpy(obs), act)[0]
+        end = ends[i % len(ends)]
+        segments.append(
+            Segment(
+                bot=f"bot{i}",
+                agent=0,
+                obs=obs,
+                act=act.numpy(),
+                logp=logp.numpy().astype(np.float32),
+                end=end,
+                next_obs=None if end is SegmentEnd.TERMINAL else rng.normal(size=obs_dim).astype(np.float32),
+                generation=0,
+                version=0,
+                reward=(reward_scale * rng.normal(size=n)).astype(np.float32),
+            )
+        )
+    return segments
+
+
+def replace_column(segment: Segment, **arrays) -> Segment:
+    fields = {k: getattr(segment, k) for k in segment.__dataclass_fields__}
+    fields.update(arrays)
+    return Segment(**fields)
+
+
+def snapshot(agent: PPOAgent) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in (*agent.actor.parameters(), *agent.critic.parameters())]
+
+
+def all_params(agent: PPOAgent) -> list[torch.Tensor]:
+    return [*agent.actor.parameters(), *agent.critic.parameters()]
+
+
+def silence_critic(agent: PPOAgent) -> None:
+    """Zero the critic's head so every value (and bootstrap value) is exactly 0."""
+    head = agent.critic.net[-1]
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.zero_()
+
+
+def minibatch_inputs(agent: PPOAgent, n: int = 32, seed: int = 0):
+    """obs, actions drawn from the actor, and old log-probs equal to the current ones (ratio 1)."""
+    g = torch.Generator().manual_seed(seed)
+    dtype = next(agent.actor.parameters()).dtype
+    obs = torch.randn(n, agent.config.obs_dim, generator=g, dtype=dtype)
+    with torch.no_grad():
+        mean = agent.actor(obs)
+        std = agent.actor.clamped_log_std().exp()
+        actions = mean + std * torch.randn(n, agent.config.act_dim, generator=g, dtype=dtype)
+        logp = agent.actor.log_prob(obs, actions)[0]
+    return obs, actions, logp
+
+
+# ── config ───────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("obs_dim", 0),
+        ("act_dim", 0),
+        ("epochs", 0),
+        ("minibatch_size", 0),
+        ("rollout_steps", 0),
+        ("hidden", ()),
+        ("hidden", (16, 0)),
+        ("activation", "gelu"),
+        ("gamma", 0.0),
+        ("gamma", 1.01),
+        ("gamma", math.nan),
+        ("gae_lambda", -0.1),
+        ("gae_lambda", 1.5),
+        ("clip_epsilon", 0.0),
+        ("clip_epsilon", 1.0),
+        ("clip_epsilon", math.nan),
+        ("learning_rate", 0.0),
+        ("learning_rate", -1e-3),
+        ("max_grad_norm", 0.0),
+        ("max_log_ratio", -20.0),
+        ("value_coef", -0.5),
+        ("entropy_coef", -0.01),
+        ("log_std_min", 0.0),
+        ("log_std_min", math.nan),
+        ("max_policy_lag", -1),
+    ],
+)
+def test_config_refuses_bad_values(field, value):
+    """Each invalid hyperparameter raises ValueError whose message names the field."""
+    with pytest.raises(ValueError, match=field):
+        config(**{field: value})
+
+
+@pytest.mark.parametrize("field", ["learning_rate", "max_grad_norm", "max_log_ratio", "value_coef", "entropy_coef"])
+def test_config_refuses_nan_in_checked_fields(field):
+    """NaN must not slip through the `<= 0` / `< 0` checks (NaN compares False), e.g. max_grad_norm=NaN writes NaN weights."""
+    with pytest.raises(ValueError, match=field):
+        config(**{field: math.nan})
+
+
+@pytest.mark.parametrize(("field", "value"), [("skip_grad_norm", math.nan), ("skip_grad_norm", 0.0), ("log_std_init", math.nan)])
+def test_config_refuses_guard_disabling_values(field, value):
+    """A NaN/non-positive skip threshold silently disables the guard or all training; a NaN log_std_init poisons the actor."""
+    with pytest.raises(ValueError, match=field):
+        config(**{field: value})
+
+
+def test_config_warns_when_minibatch_exceeds_rollout():
+    """minibatch_size > rollout_steps is allowed but warned about (one minibatch per epoch)."""
+    with pytest.warns(UserWarning, match="minibatch_size"):
+        config(minibatch_size=128, rollout_steps=96)
+
+
+# ── a normal update ──────────────────────────────────────────────────────────
+
+
+def test_update_returns_all_metrics_and_changes_every_parameter():
+    """One update on synthetic segments reports every metric key, trains every tensor, and stays finite."""
+    agent = PPOAgent(config())
+    agent.observe(make_segments(agent))
+    assert agent.ready() and agent.pending_steps == 96
+    before = snapshot(agent)
+    metrics = agent.update()
+    assert METRIC_KEYS <= metrics.keys()
+    assert all(math.isfinite(v) for v in metrics.values())
+    assert metrics["train/steps_trained"] == 96.0
+    assert metrics["train/skipped_minibatches"] == 0.0
+    assert metrics["train/minibatches"] == 2 * 3
+    assert metrics["train/advantage_guard"] == 0.0
+    assert metrics["train/grad_norm"] > 0.0
+    assert 0.0 <= metrics["train/clip_fraction"] <= 1.0
+    assert agent.pending_steps == 0 and not agent.ready()
+    for old, new in zip(before, snapshot(agent), strict=True):
+        assert torch.isfinite(new).all()
+        assert not torch.equal(old, new)
+
+
+def test_update_with_nothing_held_is_a_no_op():
+    """An update with no segments trains nothing and touches no parameter."""
+    agent = PPOAgent(config())
+    before = snapshot(agent)
+    assert agent.update() == {"train/steps_trained": 0.0}
+    assert all(torch.equal(a, b) for a, b in zip(before, snapshot(agent), strict=True))
+
+
+# ── (a) poisoned rewards ─────────────────────────────────────────────────────
+
+
+def test_nan_reward_zeroes_advantages_and_keeps_params_finite():
+    """A NaN reward triggers the 'zeroed' advantage guard (2) and no NaN reaches any parameter."""
+    agent = PPOAgent(config())
+    segments = make_segments(agent)
+    reward = segments[1].reward.copy()
+    reward[5] = np.nan
+    segments[1] = replace_column(segments[1], reward=reward)
+    agent.observe(segments)
+    metrics = agent.update()
+    assert metrics["train/advantage_guard"] == 2.0
+    for p in all_params(agent):
+        assert torch.isfinite(p).all()
+    assert torch.isfinite(agent.actor.log_std).all()
+
+
+# ── (b) zero-variance advantages ─────────────────────────────────────────────
+
+
+def test_zero_variance_advantages_take_the_centered_branch():
+    """Zero rewards with a zero critic give constant advantages: centered (guard 1), not divided by ~0."""
+    agent = PPOAgent(config())
+    silence_critic(agent)
+    segments = [replace_column(s, reward=np.zeros(s.steps, np.float32)) for s in make_segments(agent)]
+    agent.observe(segments)
+    metrics = agent.update()
+    assert metrics["train/advantage_guard"] == 1.0
+    assert metrics["train/policy_loss"] == 0.0
+    for p in all_params(agent):
+        assert torch.isfinite(p).all()
+
+
+# ── (c) exploding gradients ──────────────────────────────────────────────────
+
+
+def test_nan_old_logprobs_skip_every_minibatch_and_leave_params_unchanged():
+    """NaN old log-probs make every minibatch's loss and grad norm NaN: all are skipped and nothing moves."""
+    agent = PPOAgent(config())
+    segments = [replace_column(s, logp=np.full(s.steps, np.nan, np.float32)) for s in make_segments(agent)]
+    agent.observe(segments)
+    before = snapshot(agent)
+    metrics = agent.update()
+    assert metrics["train/skipped_minibatches"] == 6.0
+    assert metrics["train/minibatches"] == 0.0
+    assert metrics["train/grad_norm"] == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(before, snapshot(agent), strict=True))
+    assert len(agent.optimizer.state) == 0  # Adam never stepped: no moments were poisoned either
+
+
+def test_one_poisoned_row_skips_only_its_minibatch():
+    """A single NaN old log-prob skips exactly one minibatch per epoch; the rest train and stay finite."""
+    agent = PPOAgent(config())
+    segments = make_segments(agent)
+    logp = segments[0].logp.copy()
+    logp[3] = np.nan
+    segments[0] = replace_column(segments[0], logp=logp)
+    agent.observe(segments)
+    before = snapshot(agent)
+    metrics = agent.update()
+    assert metrics["train/skipped_minibatches"] == 2.0  # epochs
+    assert metrics["train/minibatches"] == 4.0
+    assert not all(torch.equal(a, b) for a, b in zip(before, snapshot(agent), strict=True))
+    for p in all_params(agent):
+        assert torch.isfinite(p).all()
+
+
+def test_finite_but_huge_grad_norm_is_skipped(monkeypatch):
+    """A finite gradient norm above skip_grad_norm (1e15) skips the step: parameters stay bitwise equal."""
+    agent = PPOAgent(config())
+    segments = make_segments(agent)
+    # Size the blow-up so the norm is finite and ~1e17 (float32 holds its square), i.e. the "> 1e15" branch, not NaN.
+    obs = torch.from_numpy(np.concatenate([s.obs for s in segments]))
+    act = torch.from_numpy(np.concatenate([s.act for s in segments]))
+    logp = torch.from_numpy(np.concatenate([s.logp for s in segments]))
+    adv = torch.from_numpy(np.random.default_rng(0).normal(size=len(obs)).astype(np.float32))
+    agent._minibatch_loss(obs, act, logp, adv, adv)["loss"].backward()
+    base = float(torch.nn.utils.get_total_norm([p.grad for p in all_params(agent)]))
+    agent.optimizer.zero_grad(set_to_none=True)
+    scale = 1e17 / base
+    original = agent._minibatch_loss
+    seen: list[float] = []
+
+    def exploding(*args):
+        out = original(*args)
+        out["loss"] = out["loss"] * scale
+        return out
+
+    def record_norm(*args, **kwargs):
+        norm = real_total_norm(*args, **kwargs)
+        seen.append(float(norm))
+        return norm
+
+    real_total_norm = torch.nn.utils.get_total_norm
+    monkeypatch.setattr(agent, "_minibatch_loss", exploding)
+    monkeypatch.setattr(torch.nn.utils, "get_total_norm", record_norm)
+    agent.observe(segments)
+    before = snapshot(agent)
+    metrics = agent.update()
+    assert len(seen) == 6 and all(math.isfinite(n) and n > 1e15 for n in seen)
+    assert metrics["train/skipped_minibatches"] == 6.0
+    assert all(torch.equal(a, b) for a, b in zip(before, snapshot(agent), strict=True))
+    assert len(agent.optimizer.state) == 0
+
+
+# ── (d) log-std floor, ceiling and log-ratio clamp ───────────────────────────
+
+
+def test_floor_gate_drops_downward_gradient_and_keeps_upward():
+    """At the floor, the positive (downward) log-std gradient is zeroed; negative (upward) and off-floor ones pass."""
+    agent = PPOAgent(config(act_dim=3))
+    with torch.no_grad():
+        agent.actor.log_std.copy_(torch.tensor([FLOOR, FLOOR, -1.0]))
+    obs, actions, logp = minibatch_inputs(agent)
+    with torch.no_grad():
+        mean = agent.actor(obs)
+        std = agent.actor.clamped_log_std().exp()
+        actions[:, 0] = mean[:, 0]  # z=0: with A>0, the policy wants a narrower std (gradient +1)
+        actions[:, 1] = mean[:, 1] + 3.0 * std[1]  # z=3: wants a wider std (gradient -(9-1))
+        actions[:, 2] = mean[:, 2]
+        logp = agent.actor.log_prob(obs, actions)[0]  # ratio exactly 1
+    adv = torch.ones(len(obs))
+    agent._minibatch_loss(obs, actions, logp, adv, torch.zeros(len(obs)))["loss"].backward()
+    coef = agent.config.entropy_coef
+    raw = agent.actor.log_std.grad.clone()
+    np.testing.assert_allclose(raw.numpy(), [1.0 - coef, -8.0 - coef, 1.0 - coef], rtol=1e-4)
+    agent._gate_log_std_floor()
+    gated = agent.actor.log_std.grad
+    assert gated[0] == 0.0  # at the floor, pushing down: dropped
+    assert gated[1] == raw[1]  # at the floor, pushing up: kept (the floor is not absorbing)
+    assert gated[2] == raw[2]  # not at the floor: untouched even though it points down
+
+
+def test_update_at_floor_never_goes_below_and_accumulates_no_downward_momentum(monkeypatch):
+    """With strong downward pressure on dim 0 and upward on dim 1 at the floor, dim 0 stays put, dim 1 rises."""
+    agent = PPOAgent(config(learning_rate=1e-2))
+    with torch.no_grad():
+        agent.actor.log_std.fill_(FLOOR)
+    original = agent._minibatch_loss
+
+    def pushed(*args):
+        out = original(*args)
+        ls = agent.actor.log_std
+        out["loss"] = out["loss"] + 100.0 * (ls[0] - ls[1])
+        return out
+
+    monkeypatch.setattr(agent, "_minibatch_loss", pushed)
+    agent.observe(make_segments(agent))
+    metrics = agent.update()
+    assert metrics["train/minibatches"] == 6.0
+    log_std = agent.actor.log_std.detach()
+    assert (log_std >= FLOOR).all()
+    assert log_std[0] == FLOOR
+    assert log_std[1] > FLOOR + 1e-2
+    adam = agent.optimizer.state[agent.actor.log_std]
+    assert adam["exp_avg"][0] == 0.0  # every downward gradient was dropped before Adam saw it
+    assert adam["exp_avg"][1] < 0.0
+
+
+def test_entropy_lifts_log_std_off_the_floor():
+    """With zero advantages only the entropy bonus acts; it raises a floored log-std (the seed's gate would freeze it)."""
+    agent = PPOAgent(config(learning_rate=1e-2))
+    silence_critic(agent)
+    with torch.no_grad():
+        agent.actor.log_std.fill_(FLOOR)
+    agent.observe([replace_column(s, reward=np.zeros(s.steps, np.float32)) for s in make_segments(agent)])
+    agent.update()
+    assert (agent.actor.log_std.detach() > FLOOR).all()
+
+
+def test_entropy_gives_no_gradient_at_the_ceiling():
+    """With zero advantages and value_coef=0 the loss is -c*entropy: dlog_std is 0 at the ceiling, -c below it."""
+    agent = PPOAgent(config(value_coef=0.0, entropy_coef=0.05))
+    with torch.no_grad():
+        agent.actor.log_std.copy_(torch.tensor([CEILING, -1.0]))
+    obs, actions, logp = minibatch_inputs(agent)
+    mb = agent._minibatch_loss(obs, actions, logp, torch.zeros(len(obs)), torch.randn(len(obs)))
+    mb["loss"].backward()
+    grad = agent.actor.log_std.grad
+    assert grad[0] == 0.0
+    assert float(grad[1]) == pytest.approx(-0.05, abs=1e-7)
+    for p in agent.critic.parameters():
+        assert not p.grad.any()
+
+
+def test_log_std_never_exceeds_the_ceiling(monkeypatch):
+    """Entropy plus a strong upward push cannot move log_std past the ceiling, in the params or the export."""
+    agent = PPOAgent(config(learning_rate=5e-2))
+    with torch.no_grad():
+        agent.actor.log_std.fill_(CEILING - 1e-3)
+    original = agent._minibatch_loss
+    history: list[torch.Tensor] = []
+
+    def pushed(*args):
+        history.append(agent.actor.log_std.detach().clone())
+        out = original(*args)
+        out["loss"] = out["loss"] - 100.0 * agent.actor.log_std.sum()
+        return out
+
+    monkeypatch.setattr(agent, "_minibatch_loss", pushed)
+    for seed in range(2):
+        agent.observe(make_segments(agent, seed=seed))
+        agent.update()
+    history.append(agent.actor.log_std.detach().clone())
+    assert all((h <= CEILING).all() for h in history)
+    assert (agent.actor.log_std.detach() == CEILING).all()
+    _, tensors = agent.export_actor()
+    assert (tensors["log_std"] <= CEILING).all()
+
+
+@pytest.mark.parametrize("old_offset", [-1e6, -math.inf])
+def test_log_ratio_clamped_to_plus_20(old_offset):
+    """A hugely smaller (even -inf) old log-prob gives ratio exp(20) exactly, never inf, and a finite gradient."""
+    agent = PPOAgent(config())
+    obs, actions, logp = minibatch_inputs(agent)
+    old = logp + old_offset
+    adv = -torch.ones(len(obs))  # negative advantages choose the unclipped r*A branch, exposing r itself
+    mb = agent._minibatch_loss(obs, actions, old, adv, torch.zeros(len(obs)))
+    ratio_max = math.exp(20.0)
+    assert float(mb["policy_loss"]) == pytest.approx(ratio_max, rel=1e-5)
+    assert float(mb["approx_kl"]) == pytest.approx(ratio_max - 1.0 - 20.0, rel=1e-5)
+    assert float(mb["clip_fraction"]) == 1.0
+    mb["loss"].backward()
+    for p in all_params(agent):
+        assert torch.isfinite(p.grad).all()
+
+
+def test_log_ratio_clamped_to_minus_20():
+    """A hugely larger old log-prob gives ratio exp(-20), with approx_kl = exp(-20) - 1 + 20."""
+    agent = PPOAgent(config())
+    obs, actions, logp = minibatch_inputs(agent)
+    mb = agent._minibatch_loss(obs, actions, logp + 1e6, torch.ones(len(obs)), torch.zeros(len(obs)))
+    assert float(mb["policy_loss"]) == pytest.approx(-math.exp(-20.0), rel=1e-4)
+    assert float(mb["approx_kl"]) == pytest.approx(math.exp(-20.0) - 1.0 + 20.0, rel=1e-6)
+
+
+def test_update_with_absurd_old_logprobs_stays_finite():
+    """Old log-probs of -1e30 (ratio would overflow without the clamp) still give finite steps, none skipped."""
+    agent = PPOAgent(config())
+    segments = [replace_column(s, logp=np.full(s.steps, -1e30, np.float32)) for s in make_segments(agent)]
+    agent.observe(segments)
+    metrics = agent.update()
+    assert metrics["train/skipped_minibatches"] == 0.0
+    assert math.isfinite(metrics["train/approx_kl"])
+    for p in all_params(agent):
+        assert torch.isfinite(p).all()
+
+
+# ── (e) gradient vs finite differences ───────────────────────────────────────
+
+
+def test_loss_gradient_matches_central_finite_differences():
+    """In float64, autograd's gradient of the total loss equals central differences (eps 1e-6, rtol 1e-4).
+
+    Old log-probs are offset from the current ones by -0.5, -0.05, +0.05 or +0.5, so ratios are 1.65, 1.05,
+    0.95 or 0.61: both clipped and unclipped samples, but all >= 0.04 away from the kinks at 1±0.2 and far from
+    the ±20 log-ratio clamp; log_std = -0.5 is inside (-3, 0), so no clamp kink either. tanh is smooth.
+    """
+    agent = PPOAgent(config(hidden=(8, 8), act_dim=2, entropy_coef=0.03))
+    agent.actor.double()
+    agent.critic.double()
+    obs, actions, logp = minibatch_inputs(agent, n=24, seed=3)
+    g = torch.Generator().manual_seed(4)
+    offsets = torch.tensor([-0.5, -0.05, 0.05, 0.5], dtype=torch.float64)[torch.randint(0, 4, (len(obs),), generator=g)]
+    old = logp - offsets  # log_ratio = offsets
+    adv = torch.randn(len(obs), generator=g, dtype=torch.float64)
+    ret = torch.randn(len(obs), generator=g, dtype=torch.float64)
+
+    def loss() -> torch.Tensor:
+        return agent._minibatch_loss(obs, actions, old, adv, ret)["loss"]
+
+    with torch.no_grad():
+        ratio = (agent.actor.log_prob(obs, actions)[0] - old).exp()
+    assert ((ratio - 0.8).abs() > 0.04).all() and ((ratio - 1.2).abs() > 0.04).all()
+    assert (ratio > 1.2).any() and (ratio < 0.8).any()  # both clipped regimes are present
+
+    loss().backward()
+    actor, critic = agent.actor.net, agent.critic.net
+    probes = [
+        (actor[0].weight, (0, 1)),
+        (actor[2].bias, (3,)),
+        (actor[4].weight, (1, 5)),
+        (actor[4].bias, (0,)),
+        (agent.actor.log_std, (0,)),
+        (agent.actor.log_std, (1,)),
+        (critic[0].weight, (2, 0)),
+        (critic[4].bias, (0,)),
+    ]
+    eps = 1e-6
+    for param, index in probes:
+        analytic = float(param.grad[index])
+        with torch.no_grad():
+            orig = float(param[index])
+            param[index] = orig + eps
+            up = float(loss())
+            param[index] = orig - eps
+            down = float(loss())
+            param[index] = orig
+        numeric = (up - down) / (2 * eps)
+        assert abs(analytic) > 1e-6, f"probe {index} has a vanishing gradient; pick another"
+        assert numeric == pytest.approx(analytic, rel=1e-4, abs=1e-9), (param.shape, index)
+
+
+# ── (f) Adam state, (g) checkpoint compatibility ─────────────────────────────
+
+
+def test_adam_state_persists_across_updates():
+    """Adam moments survive between updates: the step count keeps growing rather than restarting."""
+    agent = PPOAgent(config())
+    agent.observe(make_segments(agent, seed=0))
+    agent.update()
+    assert len(agent.optimizer.state) == len(all_params(agent))
+    state = agent.optimizer.state[agent.actor.log_std]
+    assert float(state["step"]) == 6.0
+    moments = state["exp_avg"].clone()
+    agent.observe(make_segments(agent, seed=1))
+    agent.update()
+    state = agent.optimizer.state[agent.actor.log_std]
+    assert float(state["step"]) == 12.0
+    assert not torch.equal(moments, state["exp_avg"])
+
+
+def test_state_dict_round_trip_resumes_training_bitwise():
+    """A resumed agent (networks, Adam, shuffle RNG through a weights_only save) trains exactly like the original."""
+    a = PPOAgent(config())
+    a.observe(make_segments(a, seed=0))
+    a.update()
+    buffer = io.BytesIO()
+    torch.save(a.state_dict(), buffer)
+    state = torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)
+    b = PPOAgent(config(seed=123))
+    b.load_state_dict(state)  # no warning: filterwarnings=error would fail the test
+    assert b.updates == 1
+    assert float(b.optimizer.state[b.actor.log_std]["step"]) == 6.0
+    segments = make_segments(a, seed=1)
+    a.observe(segments)
+    b.observe(segments)
+    a.update()
+    b.update()
+    assert all(torch.equal(x, y) for x, y in zip(snapshot(a), snapshot(b), strict=True))
+
+
+def test_mismatched_adam_shapes_recreate_optimizer_with_warning():
+    """A checkpoint whose Adam exp_avg shapes are wrong loads the networks and re-creates Adam, warning."""
+    source = PPOAgent(config())
+    source.observe(make_segments(source))
+    source.update()
+    state = source.state_dict()
+    state["optimizer"] = copy.deepcopy(state["optimizer"])
+    first = next(iter(state["optimizer"]["state"]))
+    state["optimizer"]["state"][first]["exp_avg"] = torch.zeros(99)
+    agent = PPOAgent(config(seed=7))
+    with pytest.warns(UserWarning, match="Adam re-created"):
+        agent.load_state_dict(state)
+    assert len(agent.optimizer.state) == 0
+    assert all(torch.equal(x, y) for x, y in zip(snapshot(source), snapshot(agent), strict=True))
+    agent.observe(make_segments(agent, seed=2))
+    assert agent.update()["train/minibatches"] == 6.0  # the fresh Adam works
+
+
+@pytest.mark.parametrize("other", [{"hidden": (8, 8)}, {"hidden": (16,)}, {"obs_dim": OBS + 1}, {"act_dim": ACT + 1}])
+def test_load_state_dict_refuses_other_network_sizes(other):
+    """A checkpoint from different network sizes raises ValueError instead of loading garbage."""
+    state = PPOAgent(config(**other)).state_dict()
+    agent = PPOAgent(config())
+    with pytest.raises(ValueError, match="sizes"):
+        agent.load_state_dict(state)
+
+
+def test_load_state_dict_refuses_another_algorithm():
+    """A checkpoint of another algorithm is refused by name."""
+    state = PPOAgent(config()).state_dict()
+    state["algo"] = "td3"
+    with pytest.raises(ValueError, match="td3"):
+        PPOAgent(config()).load_state_dict(state)
