@@ -10,6 +10,7 @@ An episode is truncated after ``max_steps`` steps.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,9 +78,15 @@ class ReachGame:
 
 
 def play_reach(
-    url: str, n_agents: int = 8, steps: int = 2000, token: str | None = None, seed: int = 0, name: str = "reach"
+    url: str,
+    n_agents: int = 8,
+    steps: int = 2000,
+    token: str | None = None,
+    seed: int = 0,
+    name: str = "reach",
+    stop: threading.Event | None = None,
 ) -> tuple[ReachGame, BlockingBotClient]:
-    """Play ``steps`` ticks of ``n_agents`` reach games as one websocket bot, learning as it goes.
+    """Play ``steps`` ticks (or until ``stop`` is set) of ``n_agents`` reach games as one websocket bot.
 
     Returns the game (its ``finished`` episode returns show learning) and the closed client
     (its ``stats`` show weights swapped and steps sent).
@@ -89,6 +96,8 @@ def play_reach(
     with bot:
         obs = game.observe()
         for _ in range(steps):
+            if stop is not None and stop.is_set():
+                break
             actions, logp = bot.act(obs)
             result = game.step(actions)
             bot.record(

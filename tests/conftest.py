@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import pytest
@@ -41,4 +42,22 @@ def running_server(
 @pytest.fixture
 def server() -> Iterator[TrainingServer]:
     with running_server() as s:
+        yield s
+
+
+@asynccontextmanager
+async def serving(**options: Any) -> AsyncIterator[TrainingServer]:
+    """:func:`running_server` for async tests: start and stop off the test's loop, so the
+    test's own clients can still answer the server's closing handshake."""
+    manager = running_server(**options)
+    server = await asyncio.to_thread(manager.__enter__)
+    try:
+        yield server
+    finally:
+        await asyncio.to_thread(manager.__exit__, None, None, None)
+
+
+@pytest.fixture
+async def aserver() -> AsyncIterator[TrainingServer]:
+    async with serving() as s:
         yield s

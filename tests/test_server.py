@@ -19,7 +19,7 @@ from bot_protocol import SUBPROTOCOL, Error, Hello, RewardMode, TransitionBatch,
 from bot_protocol.client import BlockingBotClient, BotClient, ClientConfig, HandshakeRejected
 from server import TrainerConfig
 
-from .conftest import running_server, timeout
+from .conftest import running_server, serving, timeout
 
 
 async def open_bot(url: str, hello: Hello | None = None, **kwargs):
@@ -109,7 +109,7 @@ def test_blocking_client_mid_round_disconnect_keeps_every_step(server):
 
 async def test_wrong_token_gets_401_and_no_session():
     """A missing or wrong bearer token is refused in the HTTP handshake (401), before any session exists."""
-    with running_server(token="s3cret-token") as server:
+    async with serving(token="s3cret-token") as server:
         for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": "Basic czNjcmV0LXRva2Vu"}):
             with pytest.raises(InvalidStatus) as info:
                 await connect(server.url, subprotocols=[SUBPROTOCOL], additional_headers=headers)
@@ -123,27 +123,27 @@ async def test_wrong_token_gets_401_and_no_session():
         await client.close()
 
 
-async def test_wrong_or_missing_subprotocol_gets_400(server):
+async def test_wrong_or_missing_subprotocol_gets_400(aserver):
     """The handshake requires the arena.v1 subprotocol."""
     for protocols in (None, ["arena.v0"]):
         with pytest.raises(InvalidStatus) as info:
-            await connect(server.url, subprotocols=protocols)
+            await connect(aserver.url, subprotocols=protocols)
         assert info.value.response.status_code == 400
 
 
-async def test_browser_origin_gets_403(server):
+async def test_browser_origin_gets_403(aserver):
     """A browser page (Origin header) cannot open a bot connection."""
     with pytest.raises(InvalidStatus) as info:
-        await connect(server.url, subprotocols=[SUBPROTOCOL], origin="https://evil.example")
+        await connect(aserver.url, subprotocols=[SUBPROTOCOL], origin="https://evil.example")
     assert info.value.response.status_code == 403
 
 
 @pytest.mark.parametrize(
     "hello", [Hello("big", OBS_DIM + 1, ACT_DIM), Hello("big", OBS_DIM, ACT_DIM + 3), Hello("many", OBS_DIM, ACT_DIM, 5000)]
 )
-async def test_wrong_sizes_in_hello_get_error_and_1008(server, hello):
+async def test_wrong_sizes_in_hello_get_error_and_1008(aserver, hello):
     """A hello with sizes this run cannot train gets error bad_hello (or bad_field), then close 1008."""
-    async with connect(server.url, subprotocols=[SUBPROTOCOL]) as ws:
+    async with connect(aserver.url, subprotocols=[SUBPROTOCOL]) as ws:
         await ws.send(encode(hello))
         reply = decode_from_server(await ws.recv())
         assert isinstance(reply, Error) and reply.code in ("bad_hello", "bad_field")
@@ -151,13 +151,13 @@ async def test_wrong_sizes_in_hello_get_error_and_1008(server, hello):
             await ws.recv()
         assert ws.close_code == 1008
     with pytest.raises(HandshakeRejected, match="bad_hello"):
-        await BotClient(ClientConfig(server.url, "b", OBS_DIM + 1, ACT_DIM, reconnect=False)).connect()
+        await BotClient(ClientConfig(aserver.url, "b", OBS_DIM + 1, ACT_DIM, reconnect=False)).connect()
 
 
-async def test_malformed_frames_get_errors_and_other_bots_are_unaffected(server):
+async def test_malformed_frames_get_errors_and_other_bots_are_unaffected(aserver):
     """Bad frames are answered with error codes, then 1008 after too many; a healthy bot keeps streaming."""
-    good, _ = await open_bot(server.url)
-    bad, _ = await open_bot(server.url)
+    good, _ = await open_bot(aserver.url)
+    bad, _ = await open_bot(aserver.url)
     await good.send(encode(batch(seq=0)))
     wrong_shape = msgpack.unpackb(encode(batch(seq=1)), raw=False)
     wrong_shape["obs"] = b"\x00" * 12
@@ -183,16 +183,16 @@ async def test_malformed_frames_get_errors_and_other_bots_are_unaffected(server)
     await good.send(encode(batch(seq=2)))
     await good.close()
     deadline = time.monotonic() + timeout(5)
-    while server.sessions and time.monotonic() < deadline:
+    while aserver.sessions and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
-    assert server.accounting()["received"] == 12  # good's three batches; nothing from bad
-    assert server.metrics.counter("frames_rejected", code="shape") == 1
-    assert server.metrics.counter("frames_rejected", code="nonfinite") == 1
+    assert aserver.accounting()["received"] == 12  # good's three batches; nothing from bad
+    assert aserver.metrics.counter("frames_rejected", code="shape") == 1
+    assert aserver.metrics.counter("frames_rejected", code="nonfinite") == 1
 
 
-async def test_text_frame_closes_1003(server):
+async def test_text_frame_closes_1003(aserver):
     """The protocol is binary-only."""
-    ws, _ = await open_bot(server.url)
+    ws, _ = await open_bot(aserver.url)
     await ws.send("hello?")
     with pytest.raises(ConnectionClosed):
         await ws.recv()
@@ -201,7 +201,7 @@ async def test_text_frame_closes_1003(server):
 
 async def test_hello_timeout_closes_1008():
     """A connection that never says hello is closed with 1008 after hello_timeout."""
-    with running_server(hello_timeout=0.3) as server:
+    async with serving(hello_timeout=0.3) as server:
         ws = await connect(server.url, subprotocols=[SUBPROTOCOL])
         start = time.monotonic()
         with pytest.raises(ConnectionClosed):
@@ -212,7 +212,7 @@ async def test_hello_timeout_closes_1008():
 
 async def test_frames_beyond_credit_are_refused():
     """While the queue is full no credit comes back, and a frame beyond the window gets no_credit."""
-    with running_server(queue_max_bytes=64) as server:
+    async with serving(queue_max_bytes=64) as server:
         server.trainer.stop(checkpoint=False)  # nothing drains the queue: credit stays withheld
         ws, welcome = await open_bot(server.url)
         for seq in range(welcome.credit + 1):
@@ -224,9 +224,9 @@ async def test_frames_beyond_credit_are_refused():
         await ws.close()
 
 
-async def test_version_from_the_future_is_refused(server):
+async def test_version_from_the_future_is_refused(aserver):
     """A batch claiming a policy version the server never published is refused."""
-    ws, _ = await open_bot(server.url)
+    ws, _ = await open_bot(aserver.url)
     await ws.send(encode(batch(seq=0, version=99)))
     reply = decode_from_server(await ws.recv())
     assert isinstance(reply, Error) and reply.code == "bad_field"
@@ -243,6 +243,7 @@ def test_healthz_and_metrics_endpoints():
         with pytest.raises(urllib.error.HTTPError) as info:
             urllib.request.urlopen(base + "/metrics", timeout=5)
         assert info.value.code == 401
+        info.value.close()
         request = urllib.request.Request(base + "/metrics", headers={"Authorization": "Bearer s3cret-token"})
         with urllib.request.urlopen(request, timeout=5) as response:
             text = response.read().decode()
@@ -252,7 +253,7 @@ def test_healthz_and_metrics_endpoints():
 
 async def test_shutdown_closes_bots_1001_and_writes_a_checkpoint(tmp_path):
     """Closing the server sends 1001 to every bot and leaves a loadable final checkpoint."""
-    with running_server(trainer=TrainerConfig(checkpoint_dir=tmp_path / "ckpt")) as server:
+    async with serving(trainer=TrainerConfig(checkpoint_dir=tmp_path / "ckpt")) as server:
         ws, _ = await open_bot(server.url)
     with pytest.raises(ConnectionClosed):
         await ws.recv()
@@ -260,9 +261,9 @@ async def test_shutdown_closes_bots_1001_and_writes_a_checkpoint(tmp_path):
     assert list((tmp_path / "ckpt").glob("ckpt-0000-*.pt"))
 
 
-async def test_client_reconnects_after_a_drop(server):
+async def test_client_reconnects_after_a_drop(aserver):
     """The client library reconnects with backoff and keeps sending after its connection drops."""
-    client = BotClient(ClientConfig(server.url, "phoenix", OBS_DIM, ACT_DIM, n_agents=2, backoff_initial=0.05))
+    client = BotClient(ClientConfig(aserver.url, "phoenix", OBS_DIM, ACT_DIM, n_agents=2, backoff_initial=0.05))
     await client.connect()
     await client.send(batch(seq=0))
     await client._connection.close()  # the server side sees an ordinary disconnect
