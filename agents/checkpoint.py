@@ -125,6 +125,11 @@ class CheckpointStore:
         found = [p for p in self.directory.iterdir() if _NAME.match(p.name)]
         return sorted(found, key=lambda p: tuple(int(g) for g in _NAME.match(p.name).groups()), reverse=True)  # type: ignore[union-attr]
 
+    def highest_generation(self) -> int:
+        """The largest generation named by any checkpoint file here (valid or not); -1 if none."""
+        names = (_NAME.match(p.name) for p in self.directory.iterdir())
+        return max((int(m.group(1)) for m in names if m), default=-1)
+
     def _prune(self) -> None:
         for old in self.checkpoints()[self.keep :]:
             for p in (old, old.with_suffix(".json")):

@@ -63,25 +63,32 @@ class PPOConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
+        # Written as "not (valid)" so NaN, which fails every comparison, is refused too.
         problems = []
         for name in ("obs_dim", "act_dim", "epochs", "minibatch_size", "rollout_steps"):
-            if getattr(self, name) < 1:
+            if not getattr(self, name) >= 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not self.hidden or any(h < 1 for h in self.hidden):
+        if not self.hidden or not all(h >= 1 for h in self.hidden):
             problems.append(f"hidden must list positive widths, got {self.hidden}")
         if self.activation not in ("tanh", "relu"):
             problems.append(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
-        if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.gae_lambda <= 1.0:
-            problems.append(f"gamma must be in (0, 1] and gae_lambda in [0, 1], got {self.gamma}, {self.gae_lambda}")
+        if not 0.0 < self.gamma <= 1.0:
+            problems.append(f"gamma must be in (0, 1], got {self.gamma}")
+        if not 0.0 <= self.gae_lambda <= 1.0:
+            problems.append(f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
         if not 0.0 < self.clip_epsilon < 1.0:
             problems.append(f"clip_epsilon must be in (0, 1), got {self.clip_epsilon}")
-        if self.learning_rate <= 0 or self.max_grad_norm <= 0 or self.max_log_ratio <= 0:
-            problems.append("learning_rate, max_grad_norm and max_log_ratio must be > 0")
-        if self.value_coef < 0 or self.entropy_coef < 0:
-            problems.append("value_coef and entropy_coef must be >= 0")
-        if not self.log_std_min < self.log_std_max:
+        for name in ("learning_rate", "adam_eps", "max_grad_norm", "max_log_ratio", "skip_grad_norm"):
+            if not getattr(self, name) > 0:
+                problems.append(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("value_coef", "entropy_coef"):
+            if not getattr(self, name) >= 0:
+                problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not all(math.isfinite(v) for v in (self.log_std_init, self.log_std_min, self.log_std_max)):
+            problems.append("log_std_init, log_std_min and log_std_max must be finite")
+        elif not self.log_std_min < self.log_std_max:
             problems.append(f"log_std_min ({self.log_std_min}) must be below log_std_max ({self.log_std_max})")
-        if self.max_policy_lag is not None and self.max_policy_lag < 0:
+        if self.max_policy_lag is not None and not self.max_policy_lag >= 0:
             problems.append(f"max_policy_lag must be >= 0 or None, got {self.max_policy_lag}")
         if problems:
             raise ValueError("invalid PPOConfig: " + "; ".join(problems))
@@ -284,14 +291,17 @@ class PPOAgent:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Load networks (must match this config) and Adam state (re-created if its shapes differ)."""
+        """Load networks (must match this config) and Adam state (re-created if its shapes differ).
+
+        Both networks are checked before either is touched, so a mismatch never half-loads.
+        Adam's moments come from the checkpoint; its learning rate and eps from this config.
+        """
         if state.get("algo") != self.name:
             raise ValueError(f"checkpoint holds a {state.get('algo')!r} agent, not {self.name!r}")
-        try:
-            self.actor.load_state_dict(state["actor"])
-            self.critic.load_state_dict(state["critic"])
-        except (RuntimeError, KeyError) as exc:
-            raise ValueError(f"checkpoint networks do not fit this run's sizes: {exc}") from None
+        for key, module in (("actor", self.actor), ("critic", self.critic)):
+            _check_same_shapes(key, module.state_dict(), state.get(key))
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
         self.actor.clamp_log_std_()
         self.optimizer = self._new_optimizer()
         try:
@@ -302,6 +312,9 @@ class PPOAgent:
             # start Adam fresh rather than crash (or broadcast garbage) on the next step.
             warnings.warn(f"optimizer state not reusable ({exc}); Adam re-created", stacklevel=2)
             self.optimizer = self._new_optimizer()
+        for group in self.optimizer.param_groups:  # the run's config wins over the checkpoint's
+            group["lr"] = self.config.learning_rate
+            group["eps"] = self.config.adam_eps
         self.updates = int(state.get("updates", 0))
         if "shuffle_rng" in state:
             self.generator.set_state(state["shuffle_rng"])
@@ -313,3 +326,12 @@ class PPOAgent:
                 for key in ("exp_avg", "exp_avg_sq"):
                     if key in st and st[key].shape != p.shape:
                         raise ValueError(f"Adam {key} shape {tuple(st[key].shape)} != parameter {tuple(p.shape)}")
+
+
+def _check_same_shapes(name: str, expected: dict[str, Tensor], found: Any) -> None:
+    if not isinstance(found, dict) or set(found) != set(expected):
+        raise ValueError(f"checkpoint {name} network sizes do not match this run's (different layers)")
+    for key, tensor in expected.items():
+        if not isinstance(found[key], Tensor) or found[key].shape != tensor.shape:
+            shape = tuple(found[key].shape) if isinstance(found[key], Tensor) else type(found[key]).__name__
+            raise ValueError(f"checkpoint {name} network sizes differ: {key} is {shape}, this run needs {tuple(tensor.shape)}")

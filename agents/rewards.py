@@ -39,5 +39,9 @@ def compute_tick_reward(terms: NDArray[np.float32]) -> NDArray[np.float32]:
 
 
 def compute_round_reward(score: NDArray[np.float32] | float) -> NDArray[np.float32]:
-    """Round-end bonus: ``min(score, 400) / 50``, a rough ±6 range (a doubled win signal)."""
+    """Round-end bonus: ``min(score, 400) / 50``, at most +8 (no lower cap; scores are rarely negative).
+
+    The seed called this "a rough ±6 range (doubled win signal)"; the cap keeps the critic's
+    value scale stable across battle boundaries and long battles.
+    """
     return (np.minimum(np.asarray(score, dtype=np.float32), ROUND_SCORE_CAP) / ROUND_SCORE_SCALE).astype(np.float32)

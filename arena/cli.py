@@ -161,7 +161,9 @@ def _train(args: argparse.Namespace) -> int:
     server = TrainingServer(
         agent,
         ServerConfig(host=args.host, port=args.port, token=args.token),
-        TrainerConfig(checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume),
+        TrainerConfig(
+            checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume
+        ),
         update_hook=log,
     )
     deadline = started + minutes * 60 if minutes is not None else None
@@ -173,13 +175,20 @@ def _train(args: argparse.Namespace) -> int:
         try:
             steps = args.steps if args.steps is not None else 10**12
             results[i] = play_reach(
-                running.url, n_agents=args.agents_per_bot, steps=steps, token=args.token, seed=args.seed * 1000 + i,
-                name=f"{args.game}{i}", stop=stop,
+                running.url,
+                n_agents=args.agents_per_bot,
+                steps=steps,
+                token=args.token,
+                seed=args.seed * 1000 + i,
+                name=f"{args.game}{i}",
+                stop=stop,
             )
         except BaseException as exc:  # reported once below; the other bots keep going
             errors.append(exc)
 
-    print(f"arena train: {args.agent} on '{args.game}', {args.bots} bot(s) x {args.agents_per_bot} games, output in {args.out}")
+    print(
+        f"arena train: {args.agent} on '{args.game}', {args.bots} bot(s) x {args.agents_per_bot} games, output in {args.out}"
+    )
     running = ServerThread(server).start()
     interrupted = False
     try:
@@ -205,12 +214,16 @@ def _train(args: argparse.Namespace) -> int:
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     curve = _plot_curve(log.rows, args.out / "learning_curve.png")
     print(json.dumps(summary))
-    print(f"arena train: wrote {args.out / 'summary.json'}, {args.out / 'metrics.jsonl'}, {args.out / 'checkpoints'}/"
-          + (f", {curve}" if curve else ""))
+    print(
+        f"arena train: wrote {args.out / 'summary.json'}, {args.out / 'metrics.jsonl'}, {args.out / 'checkpoints'}/"
+        + (f", {curve}" if curve else "")
+    )
     return 130 if interrupted else (1 if errors else 0)
 
 
-def _summarize(args: argparse.Namespace, server: Any, results: dict[int, Any], wall: float, log: _MetricsLog) -> dict[str, Any]:
+def _summarize(
+    args: argparse.Namespace, server: Any, results: dict[int, Any], wall: float, log: _MetricsLog
+) -> dict[str, Any]:
     returns = [r for game, _ in results.values() for r in game.finished]
     trainer = server.trainer
     return {
@@ -331,7 +344,9 @@ def _serve(args: argparse.Namespace) -> int:
     server = TrainingServer(
         make_agent(args.agent, args.obs_dim, args.act_dim, seed=args.seed),
         config,
-        TrainerConfig(checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume),
+        TrainerConfig(
+            checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume
+        ),
         update_hook=log,
     )
     logging.getLogger("server").setLevel(logging.INFO)
@@ -343,8 +358,11 @@ def _serve(args: argparse.Namespace) -> int:
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stopping.set)
         async with server:
-            print(f"arena serve: {args.agent} listening on {server.url} (obs {args.obs_dim}, act {args.act_dim}); "
-                  f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops", flush=True)
+            print(
+                f"arena serve: {args.agent} listening on {server.url} (obs {args.obs_dim}, act {args.act_dim}); "
+                f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops",
+                flush=True,
+            )
             await stopping.wait()
             print("arena serve: stopping (bots get 1001, final checkpoint)…", flush=True)
 

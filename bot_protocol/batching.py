@@ -10,12 +10,14 @@ different weights are never mixed.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .messages import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, RewardMode, TransitionBatch
 
-__all__ = ["StepRecorder"]
+__all__ = ["StepRecorder", "split_batch"]
 
 
 class StepRecorder:
@@ -154,3 +156,39 @@ def _rows(value: ArrayLike, shape: tuple[int, ...], name: str) -> NDArray[np.flo
         except ValueError:
             raise ValueError(f"{name} has shape {array.shape}, expected {shape}") from None
     return array
+
+
+def split_batch(batch: TransitionBatch, max_rows: int) -> list[TransitionBatch]:
+    """Cut a batch into consecutive pieces of at most ``max_rows`` rows.
+
+    The conditional columns follow their rows: ``next_obs`` rows belong to truncated
+    steps and ``score`` rows to ended steps, each in row order.
+    """
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+    if batch.n <= max_rows:
+        return [batch]
+    truncated_before = np.concatenate([[0], np.cumsum(batch.flags == FLAG_TRUNCATED)])
+    ended_before = np.concatenate([[0], np.cumsum(batch.flags != 0)])
+    pieces = []
+    for start in range(0, batch.n, max_rows):
+        stop = min(start + max_rows, batch.n)
+        rows = slice(start, stop)
+        t0, t1 = truncated_before[start], truncated_before[stop]
+        e0, e1 = ended_before[start], ended_before[stop]
+        pieces.append(
+            replace(
+                batch,
+                agent=batch.agent[rows],
+                episode=batch.episode[rows],
+                obs=batch.obs[rows],
+                act=batch.act[rows],
+                logp=batch.logp[rows],
+                flags=batch.flags[rows],
+                rew=None if batch.rew is None else batch.rew[rows],
+                terms=None if batch.terms is None else batch.terms[rows],
+                next_obs=None if batch.next_obs is None else batch.next_obs[t0:t1],
+                score=None if batch.score is None else batch.score[e0:e1],
+            )
+        )
+    return pieces

@@ -28,9 +28,9 @@ from numpy.typing import ArrayLike, NDArray
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from .batching import StepRecorder
+from .batching import StepRecorder, split_batch
 from .codec import decode_from_server, encode
-from .errors import ProtocolError
+from .errors import CloseCode, ErrorCode, ProtocolError
 from .messages import SUBPROTOCOL, Bye, Credit, Error, Hello, Limits, RewardMode, TransitionBatch, Weights, Welcome
 from .policy import Policy
 
@@ -125,6 +125,8 @@ class BotClient:
         self._seq = 0
         self._closing = False
         self._lost = asyncio.Event()
+        self._connected_at = 0.0
+        self._short_sessions = 0
 
     @property
     def limits(self) -> Limits:
@@ -165,13 +167,18 @@ class BotClient:
                 close_timeout=5,
             )
         except InvalidStatus as exc:
-            raise HandshakeRejected(f"server refused the connection: HTTP {exc.response.status_code}") from None
+            status = exc.response.status_code
+            if status == 429 or status >= 500:  # busy or shutting down: worth retrying with backoff
+                raise ConnectionRefusedError(f"server busy: HTTP {status}") from None
+            raise HandshakeRejected(f"server refused the connection: HTTP {status}") from None
         try:
             await connection.send(encode(cfg.hello()))
             async with asyncio.timeout(cfg.open_timeout):
                 reply = decode_from_server(await connection.recv(decode=False), cfg.max_weights_bytes)
         except ConnectionClosed as exc:
-            raise HandshakeRejected(f"server closed during hello: {exc.rcvd}") from None
+            if exc.rcvd is not None and exc.rcvd.code == CloseCode.POLICY_VIOLATION:
+                raise HandshakeRejected(f"server closed during hello: {exc.rcvd}") from None
+            raise  # going away, abnormal closure: retryable
         except BaseException:
             await connection.close()
             raise
@@ -185,6 +192,7 @@ class BotClient:
         self._connection = connection
         self._credit = reply.credit
         self._lost.clear()
+        self._connected_at = time.monotonic()
         self._install(reply.weights, initial=True)
         self._receiver = asyncio.create_task(self._receive(connection), name=f"bot-recv-{cfg.name}")
 
@@ -202,14 +210,30 @@ class BotClient:
                 await self._receiver
 
     async def send(self, batch: TransitionBatch) -> int:
-        """Send one batch, waiting for credit first; returns the sequence number used.
+        """Send a batch, waiting for credit first; returns the last sequence number used.
 
-        Reconnects (when configured) if the connection is lost before the send.
+        A batch larger than the server's ``max_batch`` rows or ``max_message_bytes`` is split
+        into several ``tr`` messages (each spends one credit). Reconnects (when configured)
+        if the connection is lost before a send.
 
         Raises:
             TimeoutError: no credit arrived within ``credit_timeout``.
             ConnectionClosed: the connection is gone and reconnecting is off or exhausted.
         """
+        seq = -1
+        for part in split_batch(batch, self._max_rows(batch)):
+            seq = await self._send_one(part)
+        return seq
+
+    def _max_rows(self, batch: TransitionBatch) -> int:
+        if self.welcome is None:
+            return batch.n
+        limits = self.welcome.limits
+        row_bytes = max(1, -(-batch.nbytes // max(batch.n, 1)))  # ceil
+        by_size = max(1, (limits.max_message_bytes - 4096) // row_bytes)  # 4 KiB for msgpack framing
+        return min(limits.max_batch, by_size)
+
+    async def _send_one(self, batch: TransitionBatch) -> int:
         while True:
             if self._connection is None or self._lost.is_set():
                 await self._reconnect()
@@ -243,7 +267,11 @@ class BotClient:
         if not self.config.reconnect and self.welcome is not None:
             raise ConnectionError("connection lost and reconnect is off")
         cfg = self.config
-        delay = cfg.backoff_initial
+        # A session that ended soon after it began (e.g. closed 1008 for errors) counts like a
+        # failed attempt, so a bot that keeps getting thrown out backs off instead of hammering.
+        self._short_sessions = self._short_sessions + 1 if time.monotonic() - self._connected_at < 10.0 else 0
+        delay = min(cfg.backoff_max, cfg.backoff_initial * cfg.backoff_factor**self._short_sessions)
+        await asyncio.sleep(random.uniform(0.5, 1.0) * delay)
         failures = 0
         while True:
             try:
@@ -287,31 +315,30 @@ class BotClient:
                 self._credit_changed.set()
 
     def _install(self, weights: Weights, initial: bool = False) -> None:
-        """Verify and swap in new weights; keep the current policy if anything is wrong."""
+        """Verify and swap in new weights; keep the current policy if anything is wrong.
+
+        A ``weights`` message must be strictly newer than the current policy. The weights in
+        ``welcome`` are always adopted: they are what the server trains now, even after a
+        restart from scratch that reset the version.
+        """
         current = self.policy
-        if current is not None and (weights.generation, weights.version) <= (current.generation, current.version):
-            if not initial:
-                self.stats.weights_rejected += 1
-                logger.warning(
-                    "ignored weights (gen %d, ver %d): not newer than (%d, %d)",
-                    weights.generation,
-                    weights.version,
-                    current.generation,
-                    current.version,
-                )
+        identity = (weights.generation, weights.version)
+        if not initial and current is not None and identity <= (current.generation, current.version):
+            self.stats.weights_rejected += 1
+            logger.warning("ignored weights %s: not newer than (%d, %d)", identity, current.generation, current.version)
             return
         try:
             policy = Policy.from_weights(weights)
+            if policy.obs_dim != self.config.obs_dim or policy.act_dim != self.config.act_dim:
+                raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"sizes {policy.obs_dim}→{policy.act_dim} do not match this bot")
         except ProtocolError as exc:
             self.stats.weights_rejected += 1
             logger.warning("rejected weights: %s", exc.message)
-            return
-        if policy.obs_dim != self.config.obs_dim or policy.act_dim != self.config.act_dim:
-            self.stats.weights_rejected += 1
-            logger.warning("rejected weights: sizes %d→%d do not match this bot", policy.obs_dim, policy.act_dim)
+            if current is None:  # nothing to act with: this server is unusable for this bot
+                raise HandshakeRejected(f"welcome carried unusable weights: {exc.message}") from None
             return
         self.policy = policy  # one reference assignment: the swap is atomic for any reader
-        self.stats.weights_swapped += 0 if initial and current is None else 1
+        self.stats.weights_swapped += 0 if current is None else 1
         self.stats.swap_times.append((policy.generation, policy.version, time.monotonic()))
         if self._on_weights is not None:
             self._on_weights(policy)

@@ -77,7 +77,7 @@ def unpack(data: bytes, max_bin_len: int) -> tuple[str, Mapping[str, Any]]:
     if not all(isinstance(k, str) for k in obj):
         raise ProtocolError(ErrorCode.UNDECODABLE, "map keys must be strings")
     _check_depth(obj, 1)
-    if obj.get("v") != PROTOCOL_VERSION or isinstance(obj.get("v"), bool):
+    if type(obj.get("v")) is not int or obj["v"] != PROTOCOL_VERSION:  # not 1.0, not True
         raise ProtocolError(ErrorCode.BAD_VERSION, f"unsupported protocol version (this server speaks v{PROTOCOL_VERSION})")
     kind = obj.get("t")
     if not isinstance(kind, str):

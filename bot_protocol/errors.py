@@ -28,8 +28,7 @@ class ErrorCode(enum.StrEnum):
     DUPLICATE = "duplicate"  # a sequence number at or below one already accepted
     BAD_HELLO = "bad_hello"  # ``hello`` declares sizes the run cannot accept
     BAD_WEIGHTS = "bad_weights"  # a weights blob the bot refuses (sha256, version, shapes, header)
-    SHUTTING_DOWN = "shutting_down"
-    INTERNAL = "internal"
+    INTERNAL = "internal"  # the server failed handling this connection (sent before close 1011)
 
 
 class CloseCode(enum.IntEnum):
@@ -41,7 +40,6 @@ class CloseCode(enum.IntEnum):
     POLICY_VIOLATION = 1008  # bad hello, hello timeout, too many errors, version mismatch
     MESSAGE_TOO_BIG = 1009  # enforced by the websocket library (max_size)
     INTERNAL_ERROR = 1011  # a server bug; logged once
-    TRY_AGAIN_LATER = 1013  # server full
 
 
 class ProtocolError(Exception):

@@ -477,7 +477,10 @@ def _absent(m: Mapping[str, Any], key: str, shape: tuple[int, ...]) -> NDArray[n
 
 @dataclass(frozen=True)
 class Credit(Message):
-    """Server → bot: ``grant`` more ``tr`` messages may be sent; ``ack`` is the highest seq processed."""
+    """Server → bot: ``grant`` more ``tr`` messages may be sent.
+
+    ``ack`` is the highest ``seq`` accepted on this connection so far (0 before the first).
+    """
 
     TYPE: ClassVar[str] = "credit"
     grant: int

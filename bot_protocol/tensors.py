@@ -33,7 +33,7 @@ _DTYPES: dict[str, np.dtype[np.float32]] = {"F32": np.dtype("<f4")}
 
 
 def encode_tensors(tensors: Mapping[str, NDArray[np.float32]]) -> bytes:
-    """Pack float32 arrays into safetensors bytes (names sorted, data 8-byte aligned)."""
+    """Pack float32 arrays into safetensors bytes (names sorted; the header padded to 8 bytes)."""
     header: dict[str, object] = {}
     chunks: list[bytes] = []
     offset = 0

@@ -322,6 +322,8 @@ class TrainingServer:
             pass
         except Exception:
             logger.exception("handler crashed for %s", session.bot_id if session else "unidentified bot")
+            with contextlib.suppress(ConnectionClosed):
+                await connection.send(encode(Error(str(ErrorCode.INTERNAL), "internal server error")))
             await connection.close(CloseCode.INTERNAL_ERROR, "internal error")
         finally:
             if sender is not None:
@@ -350,9 +352,9 @@ class TrainingServer:
             self.metrics.inc("handshakes_rejected", reason=str(exc.code))
             with contextlib.suppress(ConnectionClosed):
                 await connection.send(encode(Error(str(exc.code), exc.message)))
-            await connection.close(CloseCode.POLICY_VIOLATION, exc.message[:120])
+            await connection.close(CloseCode.POLICY_VIOLATION, _close_reason(exc.message))
             return None
-        bot_id = f"{hello.name}-{next(self._ids)}"
+        bot_id = f"{hello.name[:40]}-{next(self._ids)}"  # stays within the 64-character id limit
         spec = SessionSpec(self.obs_dim, self.act_dim, hello.n_agents, hello.reward, self.limits)
         current = self.current
         session = BotSession(
@@ -403,7 +405,7 @@ class TrainingServer:
             if exc.code is ErrorCode.BAD_VERSION:
                 await connection.close(CloseCode.POLICY_VIOLATION, "unsupported protocol version")
                 return False
-            session.undecodable += 1
+            session.undecodable += exc.code is ErrorCode.UNDECODABLE
             if session.undecodable >= self.config.max_undecodable:
                 await connection.close(CloseCode.POLICY_VIOLATION, "too many undecodable frames")
                 return False
@@ -438,13 +440,16 @@ class TrainingServer:
         session.steps_accepted += batch.n
         self.metrics.inc("transitions_received", batch.n)
         self.metrics.inc("frames_accepted")
-        room = self.queue.put(segments) if segments else not self.queue.full
-        return await self._grant(session) if room else True
+        if segments:
+            self.queue.put(segments)
+        return await self._grant(session)
 
     async def _grant(self, session: BotSession) -> bool:
-        credit = session.take_owed()
-        if credit is not None:
-            await self._send_quietly(session, encode(credit))
+        """Return owed credit now, unless the queue is full: then the trainer's next drain does."""
+        if not self.queue.full:
+            credit = session.take_owed()
+            if credit is not None:
+                await self._send_quietly(session, encode(credit))
         return True
 
     async def _reject(
@@ -486,6 +491,11 @@ class TrainingServer:
             self.queue.put(segments)
         self.metrics.inc("bots_disconnected")
         session.log.info("disconnected after %d steps", session.steps_accepted)
+
+
+def _close_reason(text: str, limit: int = 120) -> str:
+    """A close reason must fit a control frame (125 bytes): cut by bytes, not characters."""
+    return text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
 
 
 def _seq_of(fields: Any) -> int | None:

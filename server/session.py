@@ -24,10 +24,11 @@ class _BotLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
 class BotSession:
     """Everything the server tracks for one connected bot.
 
-    Credit: the bot starts with ``credit_window`` and spends one per frame after
-    ``welcome``; the server owes one back for every frame it processed and returns
-    them in ``credit`` messages once at least half a window is owed — immediately while
-    the queue has room, after the trainer's next drain otherwise.
+    Credit: the bot starts with ``credit_window`` and spends one per ``tr`` message
+    (accepted or rejected; other message types are free); the server owes one back for
+    every ``tr`` it processed and returns them in ``credit`` messages once at least half a
+    window is owed — immediately while the queue is below its high-water mark, after the
+    trainer's next drain otherwise.
     """
 
     def __init__(

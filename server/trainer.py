@@ -80,6 +80,10 @@ class Trainer:
         if config.resume:
             self.restore()
         self.snapshot = self._make_snapshot()
+        if self.store is not None and config.resume:
+            # Make the new generation durable before any weights of it are published, so a
+            # crash now can never lead a later resume to hand out this generation again.
+            self.save_checkpoint()
 
     # ── lifecycle ────────────────────────────────────────────────────────────
 
@@ -253,7 +257,9 @@ class Trainer:
             return False
         state, path = found
         self.agent.load_state_dict(state["agent"])
-        self.generation = int(state["generation"]) + 1
+        # Above every generation on disk, even ones in files that failed to verify: their
+        # weights may have reached bots.
+        self.generation = max(int(state["generation"]), self.store.highest_generation()) + 1
         self.version = int(state["version"])
         self.updates = int(state.get("updates", 0))
         self.steps_trained = int(state.get("steps_trained", 0))

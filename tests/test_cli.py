@@ -12,9 +12,7 @@ from .conftest import timeout
 
 
 def arena(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "arena.cli", *args], capture_output=True, text=True, timeout=timeout(180)
-    )
+    result = subprocess.run([sys.executable, "-m", "arena.cli", *args], capture_output=True, text=True, timeout=timeout(180))
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -59,8 +57,23 @@ def test_serve_stops_cleanly_on_sigterm(tmp_path):
     import urllib.request
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "arena.cli", "serve", "--obs-dim", "4", "--act-dim", "2", "--port", "0", "--out", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "arena.cli",
+            "serve",
+            "--obs-dim",
+            "4",
+            "--act-dim",
+            "2",
+            "--port",
+            "0",
+            "--out",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = process.stdout.readline()

@@ -101,8 +101,9 @@ def test_hello_golden_bytes():
 
 
 def _weights() -> Weights:
-    blob = encode_tensors({"l0.weight": np.ones((2, 4), np.float32), "l0.bias": np.zeros(2, np.float32),
-                           "log_std": np.full(2, -0.5, np.float32)})
+    blob = encode_tensors(
+        {"l0.weight": np.ones((2, 4), np.float32), "l0.bias": np.zeros(2, np.float32), "log_std": np.full(2, -0.5, np.float32)}
+    )
     arch = Architecture("gaussian_mlp", (4, 2), "tanh", -3.0, 0.0)
     return Weights(1, 7, arch, blob, hashlib.sha256(blob).digest())
 
@@ -154,8 +155,16 @@ def test_trailing_bytes_rejected():
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"\xc1", b"\x93\x01\x02\x03", msgpack.packb([1, 2]), b"\xdd\xff\xff\xff\xff", b"\xdf\xff\xff\xff\xff",
-     b"\xc6\xff\xff\xff\xff", b"\xdb\xff\xff\xff\xff"],
+    [
+        b"",
+        b"\xc1",
+        b"\x93\x01\x02\x03",
+        msgpack.packb([1, 2]),
+        b"\xdd\xff\xff\xff\xff",
+        b"\xdf\xff\xff\xff\xff",
+        b"\xc6\xff\xff\xff\xff",
+        b"\xdb\xff\xff\xff\xff",
+    ],
 )
 def test_garbage_and_giant_headers_rejected(data):
     """Garbage, non-map frames and headers claiming 4 G elements are refused with one error type."""
@@ -250,8 +259,10 @@ def test_batch_shape_and_field_checks(changes, code):
 
 
 @pytest.mark.parametrize("field", ["obs", "act", "logp", "rew"])
-@pytest.mark.parametrize(("value", "code"), [(np.nan, ErrorCode.NONFINITE), (np.inf, ErrorCode.NONFINITE),
-                                             (-np.inf, ErrorCode.NONFINITE), (2e6, ErrorCode.RANGE)])
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [(np.nan, ErrorCode.NONFINITE), (np.inf, ErrorCode.NONFINITE), (-np.inf, ErrorCode.NONFINITE), (2e6, ErrorCode.RANGE)],
+)
 def test_nonfinite_and_out_of_range_values(field, value, code):
     """NaN, ±Inf and |x| > max_abs in any float field are refused."""
     batch = make_batch()
@@ -288,8 +299,13 @@ def _blob_with_header(header: dict, data: bytes = b"") -> bytes:
         _blob_with_header({"a": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}}, b"\x00" * 8),
         _blob_with_header({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"\x00" * 4),
         _blob_with_header({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b""),
-        _blob_with_header({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
-                           "b": {"dtype": "F32", "shape": [1], "data_offsets": [2, 6]}}, b"\x00" * 8),
+        _blob_with_header(
+            {
+                "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                "b": {"dtype": "F32", "shape": [1], "data_offsets": [2, 6]},
+            },
+            b"\x00" * 8,
+        ),
         _blob_with_header({f"t{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(1100)}),
         _blob_with_header([1, 2]),  # type: ignore[arg-type]
         struct.pack("<Q", 3) + b"\xff\xfe\xfd",
@@ -323,8 +339,17 @@ def test_recorder_cuts_batches_and_tracks_episodes():
     act = np.zeros((2, 2), np.float32)
     kw = {"generation": 0, "version": 1}
     assert rec.record(obs, act, np.zeros(2), terms=np.zeros((2, 5)), **kw) is None
-    batch = rec.record(obs, act, np.zeros(2), terms=np.zeros((2, 5)), terminal=[True, False], truncated=[False, True],
-                       next_obs=np.full((2, 4), 7.0), score=[10.0, 20.0], **kw)
+    batch = rec.record(
+        obs,
+        act,
+        np.zeros(2),
+        terms=np.zeros((2, 5)),
+        terminal=[True, False],
+        truncated=[False, True],
+        next_obs=np.full((2, 4), 7.0),
+        score=[10.0, 20.0],
+        **kw,
+    )
     assert batch is not None and batch.n == 4
     assert batch.flags.tolist() == [0, 0, FLAG_TERMINAL, FLAG_TRUNCATED]
     assert batch.score.tolist() == [10.0, 20.0]
@@ -344,3 +369,17 @@ def test_recorder_refuses_missing_columns():
         rec.record(np.zeros(4), np.zeros(2), [0.0], reward=[1.0], truncated=[True], generation=0, version=0)
     with pytest.raises(ValueError, match="reward"):
         rec.record(np.zeros(4), np.zeros(2), [0.0], terms=np.zeros((1, 5)), generation=0, version=0)
+
+
+def test_split_batch_keeps_conditional_columns_with_their_rows():
+    """Splitting a batch gives pieces whose next_obs/score rows belong to their own flagged rows."""
+    from bot_protocol.batching import split_batch
+
+    flags = [0, FLAG_TRUNCATED, FLAG_TERMINAL, 0, FLAG_TRUNCATED, 0, FLAG_TERMINAL]
+    batch = make_batch(7, flags, terms=True)
+    pieces = split_batch(batch, 3)
+    assert [p.n for p in pieces] == [3, 3, 1]
+    assert np.concatenate([p.next_obs for p in pieces]).tobytes() == batch.next_obs.tobytes()
+    assert np.concatenate([p.score for p in pieces]).tobytes() == batch.score.tobytes()
+    for piece in pieces:  # each piece is a valid message on its own
+        assert decode_from_bot(encode(piece), TERMS_SPEC, MAX).n == piece.n

@@ -34,11 +34,17 @@ async def open_bot(url: str, hello: Hello | None = None, **kwargs):
 def batch(n: int = 4, seq: int = 0, version: int = 0, flags: list[int] | None = None) -> TransitionBatch:
     rng = np.random.default_rng(seq)
     return TransitionBatch(
-        seq=seq, generation=0, version=version,
-        agent=(np.arange(n) % 2).astype(np.uint32), episode=np.zeros(n, np.uint32),
-        obs=rng.standard_normal((n, OBS_DIM)).astype(np.float32), act=rng.standard_normal((n, ACT_DIM)).astype(np.float32),
-        logp=np.full(n, -2.0, np.float32), flags=np.array(flags or [0] * n, np.uint8),
-        rew=np.ones(n, np.float32), next_obs=np.zeros((0, OBS_DIM), np.float32),
+        seq=seq,
+        generation=0,
+        version=version,
+        agent=(np.arange(n) % 2).astype(np.uint32),
+        episode=np.zeros(n, np.uint32),
+        obs=rng.standard_normal((n, OBS_DIM)).astype(np.float32),
+        act=rng.standard_normal((n, ACT_DIM)).astype(np.float32),
+        logp=np.full(n, -2.0, np.float32),
+        flags=np.array(flags or [0] * n, np.uint8),
+        rew=np.ones(n, np.float32),
+        next_obs=np.zeros((0, OBS_DIM), np.float32),
     )
 
 
@@ -92,8 +98,15 @@ def test_blocking_client_mid_round_disconnect_keeps_every_step(server):
     for _ in range(15):  # 30 rows: 3 batches, no episode has ended
         actions, logp = bot.act(obs)
         result = game.step(actions)
-        bot.record(obs, actions, logp, reward=result.reward, terminal=result.terminal, truncated=result.truncated,
-                   next_obs=result.final_obs)
+        bot.record(
+            obs,
+            actions,
+            logp,
+            reward=result.reward,
+            terminal=result.terminal,
+            truncated=result.truncated,
+            next_obs=result.final_obs,
+        )
         obs = result.obs
     bot.flush()
     asyncio.run_coroutine_threadsafe(bot.client._connection.close(), bot._loop).result(5)  # abrupt: no bye
@@ -248,7 +261,7 @@ def test_healthz_and_metrics_endpoints():
         with urllib.request.urlopen(request, timeout=5) as response:
             text = response.read().decode()
         assert "# TYPE arena_connected_bots gauge" in text
-        assert "arena_loop_lag_seconds{stat=\"p99\"}" in text
+        assert 'arena_loop_lag_seconds{stat="p99"}' in text
 
 
 async def test_shutdown_closes_bots_1001_and_writes_a_checkpoint(tmp_path):
@@ -272,3 +285,39 @@ async def test_client_reconnects_after_a_drop(aserver):
     assert client.stats.reconnects == 1
     await client.close()
     assert client.config.reward is RewardMode.SCALAR
+
+
+async def test_client_adopts_welcome_weights_after_a_fresh_server_restart():
+    """After a restart from scratch (version back to 0) the welcome's weights are adopted, not refused."""
+    async with serving() as first:
+        client = BotClient(ClientConfig(first.url, "loyal", OBS_DIM, ACT_DIM, n_agents=2, reconnect=False))
+        await client.connect()
+        first.trainer.version = 5
+        first.trainer.snapshot = first.trainer._make_snapshot()
+        first.trainer._publish(first.trainer.snapshot)
+        deadline = time.monotonic() + timeout(5)
+        while client.policy.version != 5 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert client.policy.version == 5
+        await client.close()
+    async with serving() as second:
+        client.config = ClientConfig(second.url, "loyal", OBS_DIM, ACT_DIM, n_agents=2, reconnect=False)
+        client._closing = False
+        await client.connect()
+        assert client.policy.version == 0
+        await client.send(batch(seq=0))
+        await client.close()
+        assert second.metrics.counter_total("frames_rejected") == 0
+
+
+async def test_oversized_batches_are_split_by_the_client(aserver):
+    """A batch above the server's max_batch is sent as several valid messages."""
+    client = BotClient(ClientConfig(aserver.url, "wide", OBS_DIM, ACT_DIM, n_agents=2))
+    await client.connect()
+    await client.send(batch(n=2500))
+    assert client.stats.messages_sent == 3
+    await client.close()
+    deadline = time.monotonic() + timeout(5)
+    while aserver.sessions and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert aserver.accounting()["received"] == 2500
