@@ -193,7 +193,7 @@ class PPOAgent:
                 idx = order[start : start + cfg.minibatch_size]
                 mb = self._minibatch_loss(obs[idx], actions[idx], old_logp[idx], adv_t[idx], ret_t[idx])
                 self.optimizer.zero_grad(set_to_none=True)
-                mb["loss"].backward()
+                mb["loss"].backward()  # type: ignore[no-untyped-call]
                 self._gate_log_std_floor()
                 # A NaN/Inf (or absurd) gradient skips the step entirely: a no-op is safer than
                 # writing NaN into weights, which corrupts all later inference and hangs the bot.

@@ -35,7 +35,8 @@ def compute_tick_reward(terms: NDArray[np.float32]) -> NDArray[np.float32]:
     sparse = my_delta - enemy_delta
     dist_reward = DIST_SHAPING * (1.0 - dist / max_dist)
     aim_reward = AIM_SHAPING * (1.0 - gun_bearing / 180.0)
-    return (sparse + dist_reward + aim_reward).astype(np.float32)
+    reward: NDArray[np.float32] = (sparse + dist_reward + aim_reward).astype(np.float32)
+    return reward
 
 
 def compute_round_reward(score: NDArray[np.float32] | float) -> NDArray[np.float32]:
@@ -44,4 +45,5 @@ def compute_round_reward(score: NDArray[np.float32] | float) -> NDArray[np.float
     The seed called this "a rough ±6 range (doubled win signal)"; the cap keeps the critic's
     value scale stable across battle boundaries and long battles.
     """
-    return (np.minimum(np.asarray(score, dtype=np.float32), ROUND_SCORE_CAP) / ROUND_SCORE_SCALE).astype(np.float32)
+    capped = np.minimum(np.asarray(score, dtype=np.float32), np.float32(ROUND_SCORE_CAP))
+    return (capped / np.float32(ROUND_SCORE_SCALE)).astype(np.float32)

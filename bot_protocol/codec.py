@@ -42,7 +42,8 @@ _FROM_SERVER: dict[str, type[Message]] = {m.TYPE: m for m in (Welcome, Weights, 
 
 def encode(message: Message) -> bytes:
     """Serialize a message into one binary frame: a msgpack map with ``v`` and ``t`` first."""
-    return msgpack.packb({"v": PROTOCOL_VERSION, "t": message.TYPE, **message.to_wire()}, use_bin_type=True)
+    frame: bytes = msgpack.packb({"v": PROTOCOL_VERSION, "t": message.TYPE, **message.to_wire()}, use_bin_type=True)
+    return frame
 
 
 def unpack(data: bytes, max_bin_len: int) -> tuple[str, Mapping[str, Any]]:

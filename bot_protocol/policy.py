@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,10 +21,16 @@ from .tensors import decode_tensors
 
 __all__ = ["Policy"]
 
-_ACTIVATIONS = {
-    "tanh": np.tanh,
-    "relu": lambda x: np.maximum(x, 0.0, out=x),
-}
+
+def _relu(x: NDArray[np.float32]) -> NDArray[np.float32]:
+    return np.maximum(x, np.float32(0.0), out=x)
+
+
+def _tanh(x: NDArray[np.float32]) -> NDArray[np.float32]:
+    return np.tanh(x, out=x)
+
+
+_ACTIVATIONS: dict[str, Callable[[NDArray[np.float32]], NDArray[np.float32]]] = {"tanh": _tanh, "relu": _relu}
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
@@ -118,7 +124,8 @@ class Policy:
         if mean is None:
             mean = self.mean(obs)
         z = (actions - mean) / self.std
-        return (-0.5 * np.einsum("ij,ij->i", z, z) + self._logp_const).astype(np.float32)
+        logp: NDArray[np.float32] = (-0.5 * np.einsum("ij,ij->i", z, z) + self._logp_const).astype(np.float32)
+        return logp
 
 
 def _tensor(tensors: Mapping[str, NDArray[np.float32]], name: str, shape: tuple[int, ...]) -> NDArray[np.float32]:

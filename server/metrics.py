@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import defaultdict
+from collections.abc import Mapping
 
 __all__ = ["Metrics"]
 
@@ -70,7 +71,10 @@ class Metrics:
         """Prometheus text exposition format 0.0.4."""
         lines: list[str] = []
         with self._lock:
-            tables = [("counter", self._counters), ("gauge", self._gauges)]
+            tables: list[tuple[str, Mapping[str, Mapping[Labels, float]]]] = [
+                ("counter", self._counters),
+                ("gauge", self._gauges),
+            ]
             for kind, table in tables:
                 for name in sorted(table):
                     full = f"{self.prefix}_{name}"
