@@ -144,12 +144,25 @@ class PPOAgent:
     def pending_steps(self) -> int:
         return self._held
 
+    def _take_rollout(self) -> list[Segment]:
+        taken = steps = 0
+        while taken < len(self._segments) and steps < self.config.rollout_steps:
+            steps += self._segments[taken].steps
+            taken += 1
+        rollout, self._segments = self._segments[:taken], self._segments[taken:]
+        self._held -= steps
+        return rollout
+
     # ── the update ───────────────────────────────────────────────────────────
 
     def update(self) -> dict[str, float]:
-        """One PPO update over every held segment (at least ``rollout_steps`` steps)."""
+        """One PPO update over the oldest held segments totalling at least ``rollout_steps`` steps.
+
+        Newer segments wait for the next update, so every update has about the same size
+        (and the same duration) however fast bots produce.
+        """
         cfg = self.config
-        segments, self._segments, self._held = self._segments, [], 0
+        segments = self._take_rollout()
         if not segments:
             return {"train/steps_trained": 0.0}
         dev = self.device

@@ -1,7 +1,7 @@
 """Event-loop benchmark of the training server: ingest throughput, loop lag under PPO, hot-swap latency.
 
 Run ``python bench/loop.py`` (about 2 minutes) or ``python bench/loop.py --quick``
-(about 40 s). Progress goes to stderr; the last stdout line is one JSON object with
+(under a minute). Progress goes to stderr; the last stdout line is one JSON object with
 every figure, the workload that produced it, and the targets.
 
 Process layout (fairness on a 2-core machine): this process hosts the server under
@@ -14,19 +14,22 @@ So the server process's GIL serves only its event loop and the trainer thread.
 What is measured
 ================
 
-1. **Ingest throughput** (transitions/s). Each bot sends the same pre-encoded
-   ``tr`` frame over and over, patching only its ``seq`` (stored as a fixed-width
-   msgpack uint64 so it can be rewritten in place; it increases per connection).
-   Workload: a tank-like bot driving 8 agents, ``obs_dim`` 24, ``act_dim`` 5, scalar
-   reward, rows tick-major (8 ticks x 8 agents = 64 steps per frame, 32 ticks for
-   256), random float32 data, no episode end inside the frame (segments are closed by
-   the server's 256-step length cut). Counted: ``transitions_received`` (steps that
-   reached the server's accounting, i.e. were validated, assembled and queued) over a
-   timed window after a warm-up. The bots obey the credit protocol (hello/welcome,
-   one credit per frame, ``credit`` messages replenish; default window 8). The
-   trainer runs but its agent discards what it drains (``observe`` counts and drops,
-   ``ready`` is never true), and the queue is 1 GiB, so credit is never withheld and
-   memory stays flat: only ingest is measured.
+1. **Ingest throughput** (transitions/s). Each bot sends pre-encoded ``tr`` frames
+   over and over, patching only ``seq`` (stored as a fixed-width msgpack uint64 so it
+   is rewritten without re-encoding; it increases per connection). Workload: a
+   tank-like bot driving 8 agents, ``obs_dim`` 24, ``act_dim`` 5, scalar reward, rows
+   tick-major (8 ticks x 8 agents = 64 steps per frame; 32 ticks for 256), random
+   float32 data, 96-tick episodes staggered across agents (even agents end terminal,
+   odd ones truncated with a ``next_obs`` row), so a bot cycles through a few
+   pre-built frames. Counted: ``transitions_received`` (steps validated, assembled
+   and accounted by the server) over a timed window after a warm-up. Bots obey the
+   credit protocol (hello/welcome, one credit per frame, ``credit`` messages
+   replenish; default window 8). The trainer thread runs and drains the queue, but
+   its agent discards what it gets (``observe`` counts and drops, ``ready`` is never
+   true) and the queue holds 1 GiB, so credit is never withheld and memory stays
+   flat: only ingest is measured. Ours and the baseline runs are interleaved so the
+   machine's noise hits both alike, and each run also reports the loop thread's
+   CPU time per frame (``loop_us_per_frame``), which is robust to that noise.
 
    Baseline, same run, same frames: a bare ``websockets.asyncio.server.serve``
    server (``compression=None``) whose handler only ``msgpack.unpackb``-s each frame
@@ -36,12 +39,13 @@ What is measured
 
 2. **Event-loop lag under PPO**: a real PPO agent (default :class:`agents.PPOConfig`
    except the sizes; ``rollout_steps`` 2048) fed by 16 :class:`BotClient` bots that
-   stamp the policy version they hold (else data goes stale after 32 versions).
-   Two feeds: *paced* (a fixed total step rate, like bots in a real game) and
-   *flood* (as fast as credit allows: the trainer's backpressure is the only limit).
-   The server's own :class:`server.looplag.LoopLagMonitor` (20 ms sleeps) is reset
-   after the first update finishes; p50/p99/max of wake-up lateness over the window
-   and the number of updates done are reported.
+   stamp the policy version they hold (else data goes stale after 32 versions), with
+   the same frames. Two feeds: *paced* (a fixed total step rate below the trainer's
+   capacity, like bots in a real game: updates of ~rollout_steps) and *flood* (as
+   fast as credit allows: the trainer's backpressure is the only limit). The
+   server's own :class:`server.looplag.LoopLagMonitor` (20 ms sleeps) is reset after
+   the first update finishes; p50/p99/max of wake-up lateness over the window, the
+   number of updates done and their size are reported.
 
 3. **Hot-swap latency**: 64 idle :class:`BotClient` bots on one loop in the sender
    process. This process publishes new versions exactly as ``Trainer._update`` does
@@ -49,7 +53,9 @@ What is measured
    ~0.25 s. ``WeightsSnapshot.published_at`` and the bots' ``ClientStats.swap_times``
    are both ``time.monotonic()`` (CLOCK_MONOTONIC: one clock for all processes on
    Linux). Latency = swap time - publish time, for every (bot, version) pair, and
-   per version the time until *all* bots had it (the max over bots).
+   per version the time until *all* bots had it (the max over bots) and until the
+   *first* did (the server-side floor). The 64 bots share one client loop, so the
+   last of them also waits for the others' decode + install (``client_serial_ms``).
 
 ``--profile`` adds one extra 64-bot ingest run with cProfile enabled on the server's
 event-loop thread (that run's throughput is not reported: profiling slows it).
@@ -82,13 +88,33 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
 import numpy as np
+from numpy.typing import NDArray
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from bot_protocol import SUBPROTOCOL, Bye, Credit, Error, Hello, Policy, RewardMode, TransitionBatch, Weights, Welcome
-from bot_protocol.client import BotClient, ClientConfig
-from bot_protocol.codec import decode_from_server, encode
+# Measure the checkout this file lives in, whatever an editable install elsewhere points to
+# (run as ``python bench/loop.py``, sys.path[0] is bench/, not the repository root).
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from bot_protocol import (  # noqa: E402
+    FLAG_TERMINAL,
+    FLAG_TRUNCATED,
+    SUBPROTOCOL,
+    Bye,
+    Credit,
+    Error,
+    Hello,
+    Policy,
+    RewardMode,
+    TransitionBatch,
+    Weights,
+    Welcome,
+)
+from bot_protocol.client import BotClient, ClientConfig  # noqa: E402
+from bot_protocol.codec import decode_from_server, encode  # noqa: E402
 
 if TYPE_CHECKING:  # torch-heavy imports stay out of the spawned sender process
     from agents import Agent
@@ -117,50 +143,80 @@ Protocol = Literal["arena", "raw"]
 
 @dataclass(frozen=True)
 class FrameSpec:
-    """Shape of one ``tr`` frame: ``steps`` rows from ``n_agents`` agents, tick-major."""
+    """Shape of the ``tr`` frames one bot sends: ``steps`` rows from ``n_agents`` agents, tick-major.
+
+    Every agent's episode lasts ``episode_ticks`` ticks, staggered across agents; even agents
+    end ``terminal``, odd ones ``truncated`` (with their ``next_obs`` row). The pattern repeats
+    after :attr:`cycle` frames, so a bot cycles through that many pre-built frames.
+    """
 
     steps: int = 64
     obs_dim: int = OBS_DIM
     act_dim: int = ACT_DIM
     n_agents: int = AGENTS_PER_BOT
+    episode_ticks: int = 96
 
-    def batch(self, seed: int = 0) -> TransitionBatch:
-        """A realistic-looking scalar-reward batch of random float32 data (no episode end)."""
-        if self.steps % self.n_agents:
-            raise ValueError("steps must be a multiple of n_agents")
+    @property
+    def ticks(self) -> int:
+        return self.steps // self.n_agents
+
+    @property
+    def cycle(self) -> int:
+        return math.lcm(self.ticks, self.episode_ticks) // self.ticks
+
+    def batches(self, seed: int = 0) -> list[TransitionBatch]:
+        """The frame cycle: random float32 data, staggered episode ends."""
+        if self.steps % self.n_agents or self.episode_ticks < 1:
+            raise ValueError("steps must be a multiple of n_agents, and episode_ticks >= 1")
         rng = np.random.default_rng(seed)
-        n = self.steps
-        return TransitionBatch(
-            seq=0,
-            generation=0,
-            version=0,
-            agent=np.tile(np.arange(self.n_agents, dtype=np.uint32), n // self.n_agents),
-            episode=np.zeros(n, np.uint32),
-            obs=rng.standard_normal((n, self.obs_dim), dtype=np.float32),
-            act=rng.standard_normal((n, self.act_dim), dtype=np.float32),
-            logp=(rng.standard_normal(n, dtype=np.float32) - 3.0).astype(np.float32),
-            flags=np.zeros(n, np.uint8),
-            rew=(0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32),
-        )
+        n, ticks = self.steps, self.ticks
+        agent = np.tile(np.arange(self.n_agents, dtype=np.uint32), ticks)
+        tick = np.repeat(np.arange(ticks), self.n_agents)
+        stagger = agent.astype(np.int64) * (self.episode_ticks // self.n_agents)
+        out = []
+        for frame in range(self.cycle):
+            ended = (frame * ticks + tick + stagger) % self.episode_ticks == self.episode_ticks - 1
+            flags = np.where(ended, np.where(agent % 2 == 0, FLAG_TERMINAL, FLAG_TRUNCATED), 0).astype(np.uint8)
+            n_truncated = int(np.count_nonzero(flags == FLAG_TRUNCATED))
+            out.append(
+                TransitionBatch(
+                    seq=0,
+                    generation=0,
+                    version=0,
+                    agent=agent,
+                    episode=np.zeros(n, np.uint32),
+                    obs=rng.standard_normal((n, self.obs_dim), dtype=np.float32),
+                    act=rng.standard_normal((n, self.act_dim), dtype=np.float32),
+                    logp=(rng.standard_normal(n, dtype=np.float32) - 3.0).astype(np.float32),
+                    flags=flags,
+                    rew=(0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32),
+                    next_obs=rng.standard_normal((n_truncated, self.obs_dim), dtype=np.float32),
+                )
+            )
+        return out
 
 
 class FrameTemplate:
-    """A pre-encoded ``tr`` frame whose ``seq`` is rewritten per send (one bytes join, no msgpack)."""
+    """Pre-encoded ``tr`` frames (one bot's cycle) whose ``seq`` is rewritten per send: one bytes join, no msgpack."""
 
     def __init__(self, spec: FrameSpec, seed: int = 0) -> None:
-        frame = encode(replace(spec.batch(seed), seq=SEQ_PLACEHOLDER))
         marker = b"\xa3seq\xcf" + struct.pack(">Q", SEQ_PLACEHOLDER)
-        at = frame.find(marker)
-        if at < 0:
-            raise RuntimeError("seq field not found in the encoded frame")
-        cut = at + len(marker) - 8
-        self.prefix, self.suffix = frame[:cut], frame[cut + 8 :]
-        self.nbytes = len(frame)
+        self._parts: list[tuple[bytes, bytes]] = []
+        for batch in spec.batches(seed):
+            frame = encode(replace(batch, seq=SEQ_PLACEHOLDER))
+            at = frame.find(marker)
+            if at < 0:
+                raise RuntimeError("seq field not found in the encoded frame")
+            cut = at + len(marker) - 8
+            self._parts.append((frame[:cut], frame[cut + 8 :]))
+        self.nbytes = round(sum(len(p) + 8 + len(s) for p, s in self._parts) / len(self._parts))
+        """Mean frame size in bytes."""
         self.steps = spec.steps
         self._pack = struct.Struct(">Q").pack
 
     def frame(self, seq: int) -> bytes:
-        return b"".join((self.prefix, self._pack(seq), self.suffix))
+        prefix, suffix = self._parts[seq % len(self._parts)]
+        return b"".join((prefix, self._pack(seq), suffix))
 
 
 # ── sender process: jobs ─────────────────────────────────────────────────────
@@ -265,9 +321,8 @@ async def _open_link(job: IngestJob, index: int) -> _Link:
     if job.protocol == "raw":
         ws = await connect(job.url, compression=job.compression, max_size=1 << 20, open_timeout=30)
         return _Link(ws, arena=False)
-    ws = await connect(
-        job.url, subprotocols=[SUBPROTOCOL], compression=None, max_size=64 << 20, open_timeout=30  # type: ignore[list-item]
-    )
+    subprotocols: list[Any] = [SUBPROTOCOL]
+    ws = await connect(job.url, subprotocols=subprotocols, compression=None, max_size=64 << 20, open_timeout=30)
     spec = job.frame
     await ws.send(encode(Hello(f"bench{index}", spec.obs_dim, spec.act_dim, spec.n_agents, RewardMode.SCALAR, "bench")))
     welcome = decode_from_server(await ws.recv(decode=False))
@@ -338,9 +393,11 @@ async def _settle(bots: list[BotClient], seconds: float = 3.0) -> None:
 
 async def _feed(job: FeedJob, conn: Connection, stop: MpEvent) -> dict[str, Any]:
     spec = job.frame
-    batch = spec.batch(seed=1)
+    cycle = spec.batches(seed=1)
     bots = [
-        BotClient(ClientConfig(job.url, f"feed{i}", spec.obs_dim, spec.act_dim, n_agents=spec.n_agents, batch_steps=spec.steps))
+        BotClient(
+            ClientConfig(job.url, f"feed{i}", spec.obs_dim, spec.act_dim, n_agents=spec.n_agents, batch_steps=spec.steps)
+        )
         for i in range(job.n_bots)
     ]
     await asyncio.gather(*(bot.connect() for bot in bots))
@@ -350,6 +407,7 @@ async def _feed(job: FeedJob, conn: Connection, stop: MpEvent) -> dict[str, Any]
 
     async def run(index: int, bot: BotClient) -> None:
         next_at = time.monotonic() + period * index / job.n_bots  # stagger the bots over one period
+        sent = 0
         while not stopping.is_set():
             if period:
                 delay = next_at - time.monotonic()
@@ -363,7 +421,9 @@ async def _feed(job: FeedJob, conn: Connection, stop: MpEvent) -> dict[str, Any]
                 return
             policy = bot.policy
             assert policy is not None
+            batch = cycle[(sent + index) % len(cycle)]
             await bot.send(replace(batch, generation=policy.generation, version=policy.version))
+            sent += 1
 
     watcher = asyncio.create_task(_watch_stop(stop, time.monotonic() + job.max_seconds, stopping, lambda: None))
     await asyncio.gather(*(run(i, bot) for i, bot in enumerate(bots)))
@@ -592,12 +652,13 @@ def _ingest_ours_once(
 ) -> dict[str, Any]:
     """One timed ingest window on our server with ``n`` bots sending ``n_steps``-step frames."""
 
+    def read() -> Sample:
+        steps = int(server.metrics.counter("transitions_received"))
+        return Sample(time.perf_counter(), steps, time.thread_time(), time.process_time())
+
     def sample() -> Sample:
-        return thread.call(
-            lambda: Sample(
-                time.perf_counter(), int(server.metrics.counter("transitions_received")), time.thread_time(), time.process_time()
-            )
-        )
+        taken: Sample = thread.call(read)  # on the loop thread: thread_time() is the loop's CPU time
+        return taken
 
     rejected0 = server.metrics.counter_total("frames_rejected")
     worker.begin(IngestJob(server.url, "arena", n, FrameSpec(n_steps), max_seconds=settings.window * 4 + 20))
@@ -612,19 +673,25 @@ def _ingest_ours_once(
     row = {**_rate(before, after, n_steps), "loop_lag_ms": _ms(lag), **sender}
     row["frames_rejected"] = int(server.metrics.counter_total("frames_rejected") - rejected0)
     print(
-        f"ours        {n_steps:>3}-step frames, {n:>2} bots:    {row['tps']:>10,} steps/s  (loop cpu {row['loop_cpu_util']:.0%}, "
-        f"{row['loop_us_per_frame']:.0f} us/frame, sender cpu {row['sender_cpu_util']:.0%}, lag p50 {row['loop_lag_ms']['p50']} ms)",
+        f"ours        {n_steps:>3}-step frames, {n:>2} bots:    {row['tps']:>10,} steps/s  "
+        f"(loop cpu {row['loop_cpu_util']:.0%}, {row['loop_us_per_frame']:.0f} us/frame, "
+        f"sender cpu {row['sender_cpu_util']:.0%}, lag p50 {row['loop_lag_ms']['p50']} ms)",
         file=sys.stderr,
     )
     return row
 
 
-def _ingest_raw_once(worker: SenderWorker, settings: Settings, compression: str | None, n: int, n_steps: int) -> dict[str, Any]:
+def _ingest_raw_once(
+    worker: SenderWorker, settings: Settings, compression: str | None, n: int, n_steps: int
+) -> dict[str, Any]:
     """One timed ingest window on the bare websockets baseline."""
     with RawServer(compression) as raw:
 
         def sample() -> Sample:
-            return raw.call(lambda: Sample(time.perf_counter(), raw.frames * n_steps, time.thread_time(), time.process_time()))
+            taken: Sample = raw.call(
+                lambda: Sample(time.perf_counter(), raw.frames * n_steps, time.thread_time(), time.process_time())
+            )
+            return taken
 
         worker.begin(IngestJob(raw.url, "raw", n, FrameSpec(n_steps), compression, settings.window * 4 + 20))
         time.sleep(settings.warmup)
@@ -635,8 +702,9 @@ def _ingest_raw_once(worker: SenderWorker, settings: Settings, compression: str 
     row = {**_rate(before, after, n_steps), "sender_cpu_util": sender["sender_cpu_util"]}
     label = "raw+deflate" if compression else "raw"
     print(
-        f"{label:<11} {n_steps:>3}-step frames, {n:>2} clients: {row['tps']:>10,} steps/s  (loop cpu {row['loop_cpu_util']:.0%}, "
-        f"{row['loop_us_per_frame']:.0f} us/frame, sender cpu {row['sender_cpu_util']:.0%})",
+        f"{label:<11} {n_steps:>3}-step frames, {n:>2} clients: {row['tps']:>10,} steps/s  "
+        f"(loop cpu {row['loop_cpu_util']:.0%}, {row['loop_us_per_frame']:.0f} us/frame, "
+        f"sender cpu {row['sender_cpu_util']:.0%})",
         file=sys.stderr,
     )
     return row
@@ -703,7 +771,7 @@ def _profile_ingest(
     stats.sort_stats("tottime").print_stats(25)
     print(f"── cProfile of the event-loop thread, {n} bots x {n_steps}-step frames (by tottime) ──", file=sys.stderr)
     print(text.getvalue(), file=sys.stderr)
-    table: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    table: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = stats.stats  # type: ignore[attr-defined]
     total = sum(entry[2] for entry in table.values()) or 1.0
 
     def cumulative(name: str, file_part: str) -> float:
@@ -753,21 +821,21 @@ def bench_ppo_lag(worker: SenderWorker, settings: Settings, steps_per_s: float) 
             raise TimeoutError("no PPO update within 60 s")
         thread.call(server.lag.reset)
         first_update = len(update_seconds)
-        before = {**server.accounting(), "updates": server.trainer.updates, "t": time.perf_counter()}
+        before: dict[str, float] = {**server.accounting(), "updates": server.trainer.updates, "t": time.perf_counter()}
         time.sleep(settings.ppo_seconds)
         lag = thread.call(server.lag.percentiles)
         samples = np.asarray(thread.call(lambda: list(server.lag.samples)), dtype=np.float64)
-        after = {**server.accounting(), "updates": server.trainer.updates, "t": time.perf_counter()}
+        after: dict[str, float] = {**server.accounting(), "updates": server.trainer.updates, "t": time.perf_counter()}
         sender = worker.finish()
     durations = update_seconds[first_update:]
     delta = {k: after[k] - before.get(k, 0) for k in after if k.startswith(("received", "trained", "dropped", "updates", "t"))}
     wall = delta.pop("t")
-    row = {
+    row: dict[str, Any] = {
         "feed": f"{settings.ppo_bots} BotClient bots, 64-step frames, "
         + (f"paced at {steps_per_s:,.0f} steps/s total" if steps_per_s else "as fast as credit allows"),
         "window_s": round(wall, 2),
         "loop_lag_ms": _ms(lag),
-        "lag_samples": int(len(samples)),
+        "lag_samples": len(samples),
         "lag_over_20ms": int((samples > 0.020).sum()),
         "updates": delta["updates"],
         "update_s_mean": round(float(np.mean(durations)), 3) if durations else None,
@@ -777,9 +845,10 @@ def bench_ppo_lag(worker: SenderWorker, settings: Settings, steps_per_s: float) 
         "in_window": {k: v for k, v in delta.items() if k != "updates"},
         "sender": sender,
     }
+    lag_ms = _ms(lag)
     print(
-        f"ppo lag ({row['feed']}): p50 {row['loop_lag_ms']['p50']} ms, p99 {row['loop_lag_ms']['p99']} ms, "
-        f"max {row['loop_lag_ms']['max']} ms over {row['updates']} updates",
+        f"ppo lag ({row['feed']}): p50 {lag_ms['p50']} ms, p99 {lag_ms['p99']} ms, "
+        f"max {lag_ms['max']} ms over {delta['updates']:.0f} updates",
         file=sys.stderr,
     )
     return row
@@ -795,7 +864,9 @@ def bench_hot_swap(worker: SenderWorker, settings: Settings) -> dict[str, Any]:
     with ServerThread(server):
         trainer = server.trainer
         frame_bytes = len(trainer.snapshot.frame)
-        job = SwapJob(server.url, settings.swap_bots, trainer.snapshot.frame, settings.swap_interval * settings.swap_publishes + 60)
+        job = SwapJob(
+            server.url, settings.swap_bots, trainer.snapshot.frame, settings.swap_interval * settings.swap_publishes + 60
+        )
         worker.begin(job)
 
         def publish_all() -> None:
@@ -822,22 +893,24 @@ def bench_hot_swap(worker: SenderWorker, settings: Settings) -> dict[str, Any]:
                 per_version[ver].append(latency)
     n_bots = settings.swap_bots
     all_bots = [max(v) for v in per_version.values() if len(v) == n_bots]
-    pairs, everyone = np.asarray(per_pair), np.asarray(all_bots)
+    first_bot = [min(v) for v in per_version.values() if v]
+    pairs, everyone, first = np.asarray(per_pair), np.asarray(all_bots), np.asarray(first_bot)
 
-    def pct(values: np.ndarray, q: float) -> float | None:
+    def pct(values: NDArray[np.float64], q: float) -> float | None:
         return round(float(np.percentile(values, q)) * 1000, 2) if len(values) else None
 
     row = {
         "bots": n_bots,
         "publishes": len(published),
         "weights_frame_bytes": frame_bytes,
-        "pairs": int(len(pairs)),
-        "missing_pairs": n_bots * len(published) - int(len(pairs)),
+        "pairs": len(pairs),
+        "missing_pairs": n_bots * len(published) - len(pairs),
         "rejected": result["rejected"],
         "client_install_us": result["client_install_us"],
         "client_serial_ms": round(result["client_install_us"] * n_bots / 1000, 1),
         "pair_ms": {"p50": pct(pairs, 50), "p99": pct(pairs, 99), "max": pct(pairs, 100)},
         "all_bots_ms": {"p50": pct(everyone, 50), "p99": pct(everyone, 99), "max": pct(everyone, 100)},
+        "first_bot_ms": {"p50": pct(first, 50), "p99": pct(first, 99), "max": pct(first, 100)},
     }
     print(
         f"hot swap ({n_bots} bots, {len(published)} publishes): per bot p50 {row['pair_ms']['p50']} ms, "
@@ -858,15 +931,29 @@ def _stage(name: str) -> Iterator[None]:
     print(f"   ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
 
 
+def _code_root() -> str:
+    """Where the measured packages were imported from."""
+    import bot_protocol
+    import server
+
+    roots = {os.path.dirname(os.path.dirname(os.path.abspath(m.__file__ or ""))) for m in (bot_protocol, server)}
+    return ", ".join(sorted(roots))
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="short windows (about 40 s in all)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="short windows (under a minute in all)")
     parser.add_argument("--warmup", type=float, help="seconds of sending before each ingest window (default 1, quick 0.5)")
     parser.add_argument("--window", type=float, help="seconds of each ingest measurement window (default 3, quick 1)")
     parser.add_argument("--ppo-seconds", type=float, help="seconds of each PPO lag window (default 15, quick 5)")
     parser.add_argument("--ppo-bots", type=int, default=16, help="bots feeding the PPO server (default 16)")
     parser.add_argument(
-        "--ppo-rate", type=float, default=2560.0, help="paced feed, steps/s over all bots (default 2560: 16 bots x 8 agents x 20 Hz)"
+        "--ppo-rate",
+        type=float,
+        default=2560.0,
+        help="paced feed, steps/s over all bots (default 2560: 16 bots x 8 agents x 20 Hz)",
     )
     parser.add_argument("--no-flood", action="store_true", help="skip the as-fast-as-credit-allows PPO feed")
     parser.add_argument("--swap-bots", type=int, default=64)
@@ -880,6 +967,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="[server] %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("server.looplag").setLevel(logging.ERROR)  # saturating ingest stalls the loop on purpose: see the JSON
     quick = args.quick
     settings = Settings(
         warmup=args.warmup if args.warmup is not None else (0.5 if quick else 1.0),
@@ -901,12 +989,13 @@ def main(argv: list[str] | None = None) -> int:
             "act_dim": ACT_DIM,
             "reward": "scalar",
             "agents_per_bot": AGENTS_PER_BOT,
-            "rows": "tick-major, random float32, no episode end in a frame (256-step segment cuts)",
+            "rows": "tick-major, random float32",
+            "episodes": f"{FrameSpec().episode_ticks} ticks per agent, staggered; even agents end terminal, odd truncated",
             "frame_bytes": {"64": frame_64.nbytes, "256": frame_256.nbytes},
             "bytes_per_step": round(frame_64.nbytes / 64, 1),
             "senders": "all connections in 1 separate spawned process, one asyncio loop",
         },
-        "settings": {**asdict(settings), "quick": quick, "cpus": os.cpu_count()},
+        "settings": {**asdict(settings), "quick": quick, "cpus": os.cpu_count(), "code_root": _code_root()},
         "targets": TARGETS,
     }
     with SenderWorker() as worker:

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .messages import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, RewardMode, TransitionBatch
 
-__all__ = ["StepRecorder", "split_batch"]
+__all__ = ["StepRecorder", "concat_batches", "split_batch"]
 
 
 class StepRecorder:
@@ -192,3 +192,35 @@ def split_batch(batch: TransitionBatch, max_rows: int) -> list[TransitionBatch]:
             )
         )
     return pieces
+
+
+def concat_batches(batches: list[TransitionBatch]) -> TransitionBatch:
+    """Join consecutive batches of one session into one (rows in order; conditional columns follow).
+
+    The result carries the last ``seq`` and the *oldest* policy version, so lag measured
+    from it is never understated. All batches must share one generation.
+    """
+    if len(batches) == 1:
+        return batches[0]
+    first = batches[0]
+    assert all(b.generation == first.generation for b in batches), "one session never mixes generations"
+
+    def cat(name: str) -> NDArray[np.float32] | None:
+        parts = [getattr(b, name) for b in batches]
+        return None if parts[0] is None else np.concatenate(parts)
+
+    return TransitionBatch(
+        seq=batches[-1].seq,
+        generation=first.generation,
+        version=min(b.version for b in batches),
+        agent=np.concatenate([b.agent for b in batches]),
+        episode=np.concatenate([b.episode for b in batches]),
+        obs=np.concatenate([b.obs for b in batches]),
+        act=np.concatenate([b.act for b in batches]),
+        logp=np.concatenate([b.logp for b in batches]),
+        flags=np.concatenate([b.flags for b in batches]),
+        rew=cat("rew"),
+        terms=cat("terms"),
+        next_obs=cat("next_obs"),
+        score=cat("score"),
+    )

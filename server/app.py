@@ -29,6 +29,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
 from agents import Agent
 from bot_protocol import (
@@ -53,7 +54,7 @@ from .looplag import LoopLagMonitor
 from .metrics import Metrics
 from .session import BotSession
 from .trainer import Trainer
-from .transition_queue import TransitionQueue
+from .transition_queue import Arrival, TransitionQueue
 from .weights import WeightsSnapshot
 
 __all__ = ["ServerThread", "TrainingServer"]
@@ -95,6 +96,7 @@ class TrainingServer:
             publish=self._publish_threadsafe,
             on_drained=self._drained_threadsafe,
             update_hook=update_hook,
+            segment_steps=self.config.segment_steps,
         )
         self.agent_name = agent.name
         self.limits = Limits(
@@ -199,6 +201,9 @@ class TrainingServer:
         if self.queue.full:
             return
         for session in self.sessions.values():
+            if not session.withheld:
+                continue
+            session.withheld = False
             credit = session.take_owed(force=True)
             if credit is not None:
                 self._spawn(self._send_quietly(session, encode(credit)))
@@ -259,7 +264,6 @@ class TrainingServer:
         m.set("queue_bytes", self.queue.nbytes)
         m.set("queue_segments", len(self.queue))
         m.set("queue_steps", self.queue.steps)
-        m.set("open_steps", sum(s.assembler.open_steps for s in self.sessions.values()))
         m.set("policy_version", self.current.version)
         m.set("policy_generation", self.current.generation)
         m.set("trainer_heartbeat_age_seconds", time.monotonic() - self.trainer.heartbeat)
@@ -274,16 +278,12 @@ class TrainingServer:
         """Every accepted step is trained, dropped (by reason), or still held somewhere.
 
         ``received == trained + dropped + queued + open + pending_in_agent`` holds exactly
-        when read on the loop thread (or once bots are idle).
+        when read on the loop thread (or once bots are idle): ``open`` counts steps in
+        unfinished segments, ``pending_in_agent`` steps the agent holds or is training on.
         """
         trainer_side = self.trainer.accounting()
         dropped = sum(v for k, v in trainer_side.items() if k.startswith("dropped_"))
-        return {
-            "received": int(self.metrics.counter("transitions_received")),
-            "dropped": dropped,
-            "open": sum(s.assembler.open_steps for s in self.sessions.values()),
-            **trainer_side,
-        }
+        return {"received": int(self.metrics.counter("transitions_received")), "dropped": dropped, **trainer_side}
 
     def _describe_metrics(self) -> None:
         d = self.metrics.describe
@@ -298,8 +298,8 @@ class TrainingServer:
         d("loop_lag_seconds", "Event-loop wake-up lateness over the recent window.")
         d("update_seconds", "Wall time of the last update.")
 
-    def _count_queue_drop(self, segment: Any) -> None:
-        self.metrics.inc("transitions_dropped", segment.steps, reason="queue_full")
+    def _count_queue_drop(self, arrival: Arrival) -> None:
+        self.metrics.inc("transitions_dropped", arrival.steps, reason="queue_full")
 
     # ── one bot ──────────────────────────────────────────────────────────────
 
@@ -318,6 +318,10 @@ class TrainingServer:
                     break
                 if not await self._on_frame(connection, session, frame):
                     break
+                # recv() returns at once while frames are buffered, so without this a bot with a
+                # backlog would hold the loop for its whole window; one frame per turn keeps
+                # every bot (and keepalive pongs) served in turn.
+                await asyncio.sleep(0)
         except ConnectionClosed:
             pass
         except Exception:
@@ -362,7 +366,6 @@ class TrainingServer:
             uuid.uuid4().hex[:16],
             hello,
             spec,
-            cfg.segment_steps,
             cfg.error_budget,
             cfg.error_window,
             current.identity,
@@ -436,20 +439,20 @@ class TrainingServer:
                 connection, session, ErrorCode.BAD_FIELD, "policy (gen, ver) newer than any published", batch.seq
             )
         session.last_seq = batch.seq
-        segments = session.assembler.add(batch)
         session.steps_accepted += batch.n
         self.metrics.inc("transitions_received", batch.n)
         self.metrics.inc("frames_accepted")
-        if segments:
-            self.queue.put(segments)
+        self.queue.put(session.arrival(batch))
         return await self._grant(session)
 
     async def _grant(self, session: BotSession) -> bool:
         """Return owed credit now, unless the queue is full: then the trainer's next drain does."""
-        if not self.queue.full:
-            credit = session.take_owed()
-            if credit is not None:
-                await self._send_quietly(session, encode(credit))
+        if self.queue.full:
+            session.withheld = session.owed > 0
+            return True
+        credit = session.take_owed()
+        if credit is not None:
+            await self._send_quietly(session, encode(credit))
         return True
 
     async def _reject(
@@ -464,8 +467,7 @@ class TrainingServer:
         """Answer a recoverable error; close 1008 once the bot exhausts its error budget."""
         if not counted:
             self.metrics.inc("frames_rejected", code=str(code))
-        with contextlib.suppress(ConnectionClosed):
-            await connection.send(encode(Error(str(code), message, ref)))
+        await self._send_quietly(session, encode(Error(str(code), message, ref)))
         if session.strike():
             session.log.warning("closing: error budget exhausted (last: %s)", code)
             await connection.close(CloseCode.POLICY_VIOLATION, "too many errors")
@@ -474,8 +476,11 @@ class TrainingServer:
         return True
 
     async def _send_quietly(self, session: BotSession, frame: bytes) -> None:
+        connection = session.connection
+        if connection.state is not State.OPEN:
+            return  # closing: nothing is useful now, and send() would wait close_timeout
         with contextlib.suppress(ConnectionClosed):
-            await session.connection.send(frame)
+            await connection.send(frame)
 
     async def _weights_sender(self, connection: ServerConnection, session: BotSession) -> None:
         with contextlib.suppress(ConnectionClosed):
@@ -486,9 +491,7 @@ class TrainingServer:
 
     def _leave(self, session: BotSession) -> None:
         self.sessions.pop(session.bot_id, None)
-        segments = session.assembler.close_all()
-        if segments:
-            self.queue.put(segments)
+        self.queue.put(session.arrival(None))  # the trainer closes its open segments as cuts
         self.metrics.inc("bots_disconnected")
         session.log.info("disconnected after %d steps", session.steps_accepted)
 

@@ -1,4 +1,4 @@
-"""Turn a bot's columnar ``tr`` batches into per-agent segments (sans-I/O, loop thread).
+"""Turn a bot's columnar ``tr`` batches into per-agent segments (sans-I/O, trainer thread).
 
 A batch interleaves the steps of many agents. Rows are grouped by agent (a stable
 sort keeps each agent's rows in time order) and appended to that agent's open
@@ -15,8 +15,11 @@ from numpy.typing import NDArray
 
 from agents.common import Segment, SegmentEnd
 from bot_protocol import FLAG_TERMINAL, FLAG_TRUNCATED, TransitionBatch
+from bot_protocol.batching import concat_batches
 
-__all__ = ["SegmentAssembler"]
+from .transition_queue import Arrival
+
+__all__ = ["SegmentAssembler", "SegmentBuilder"]
 
 
 @dataclass
@@ -146,3 +149,56 @@ class SegmentAssembler:
         for agent in list(self._open):
             closed.extend(self._close(agent, SegmentEnd.CUT, None))
         return closed
+
+
+class SegmentBuilder:
+    """Trainer-side: turns drained :class:`~server.transition_queue.Arrival` s into segments.
+
+    Keeps one :class:`SegmentAssembler` per live session. Consecutive batches of a session
+    in one drain are joined first, so the per-agent work runs once per drain instead of
+    once per frame. A gap in a session's arrival numbers (a batch dropped from a full queue)
+    cuts that session's open segments, so no segment ever spans missing steps.
+    """
+
+    def __init__(self, segment_steps: int) -> None:
+        self.segment_steps = segment_steps
+        self._sessions: dict[str, tuple[SegmentAssembler, int]] = {}
+
+    @property
+    def open_steps(self) -> int:
+        return sum(assembler.open_steps for assembler, _ in self._sessions.values())
+
+    def add(self, arrivals: list[Arrival]) -> list[Segment]:
+        closed: list[Segment] = []
+        run: list[Arrival] = []
+        for arrival in arrivals:
+            if run and (arrival.session != run[-1].session or arrival.batch is None or arrival.index != run[-1].index + 1):
+                closed.extend(self._feed(run))
+                run = []
+            if arrival.batch is None:
+                closed.extend(self._end(arrival.session))
+            else:
+                run.append(arrival)
+        closed.extend(self._feed(run))
+        return closed
+
+    def _feed(self, run: list[Arrival]) -> list[Segment]:
+        if not run:
+            return []
+        first = run[0]
+        closed: list[Segment] = []
+        entry = self._sessions.get(first.session)
+        if entry is None:
+            assembler = SegmentAssembler(first.bot, first.terms, self.segment_steps)
+        else:
+            assembler, last_index = entry
+            if first.index != last_index + 1:  # batches were dropped in between: never bridge the gap
+                closed.extend(assembler.close_all())
+        batches = [a.batch for a in run if a.batch is not None]
+        closed.extend(assembler.add(concat_batches(batches)))
+        self._sessions[first.session] = (assembler, run[-1].index)
+        return closed
+
+    def _end(self, session: str) -> list[Segment]:
+        entry = self._sessions.pop(session, None)
+        return entry[0].close_all() if entry is not None else []

@@ -8,9 +8,9 @@ from collections import deque
 from collections.abc import MutableMapping
 from typing import Any
 
-from bot_protocol import Credit, Hello, RewardMode, SessionSpec
+from bot_protocol import Credit, Hello, RewardMode, SessionSpec, TransitionBatch
 
-from .assembler import SegmentAssembler
+from .transition_queue import Arrival
 from .weights import WeightsSlot
 
 __all__ = ["BotSession"]
@@ -26,9 +26,9 @@ class BotSession:
 
     Credit: the bot starts with ``credit_window`` and spends one per ``tr`` message
     (accepted or rejected; other message types are free); the server owes one back for
-    every ``tr`` it processed and returns them in ``credit`` messages once at least half a
-    window is owed — immediately while the queue is below its high-water mark, after the
-    trainer's next drain otherwise.
+    every ``tr`` it processed and returns them in ``credit`` messages once at least three
+    quarters of a window are owed — immediately while the queue is below its high-water
+    mark, after the trainer's next drain otherwise.
     """
 
     def __init__(
@@ -37,7 +37,6 @@ class BotSession:
         session_id: str,
         hello: Hello,
         spec: SessionSpec,
-        segment_steps: int,
         error_budget: int,
         error_window: float,
         delivered: tuple[int, int],
@@ -50,10 +49,13 @@ class BotSession:
         self.connection = connection
         """The websocket connection (the server's I/O object; this class never awaits on it)."""
         self.spec = spec
-        self.assembler = SegmentAssembler(bot_id, hello.reward is RewardMode.TERMS, segment_steps)
+        self.terms = hello.reward is RewardMode.TERMS
+        self.arrivals = 0
         self.slot = WeightsSlot(delivered)
         self.credit = spec.limits.credit_window
         self.owed = 0
+        self.withheld = False
+        """Credit was owed while the queue was full; the trainer's next drain returns it."""
         self.last_seq = -1
         self.undecodable = 0
         self.steps_accepted = 0
@@ -62,6 +64,12 @@ class BotSession:
         self._error_window = error_window
         self._errors: deque[float] = deque()
         self.log = _BotLogger(logger, {"bot": bot_id})
+
+    def arrival(self, batch: TransitionBatch | None) -> Arrival:
+        """Wrap the next accepted batch (or the end of the session, ``None``) for the queue."""
+        arrival = Arrival(self.session_id, self.bot_id, self.terms, self.arrivals, batch)
+        self.arrivals += 1
+        return arrival
 
     def spend_credit(self) -> bool:
         """Take one credit for an incoming frame; False if the bot had none (a protocol violation)."""
@@ -73,7 +81,9 @@ class BotSession:
 
     def take_owed(self, force: bool = False) -> Credit | None:
         """The credit message to send now, if enough is owed (or any is owed and ``force``)."""
-        threshold = 1 if force else max(1, self.spec.limits.credit_window // 2)
+        # Three quarters of a window per grant: one credit message per 6 frames (window 8) keeps
+        # the send syscalls down while the bot still has frames in flight when it arrives.
+        threshold = 1 if force else max(1, self.spec.limits.credit_window * 3 // 4)
         if self.owed < threshold:
             return None
         grant, self.owed = self.owed, 0

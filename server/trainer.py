@@ -22,6 +22,7 @@ import torch
 
 from agents import Agent, CheckpointStore, Segment, SegmentEnd, segment_rewards
 
+from .assembler import SegmentBuilder
 from .config import TrainerConfig
 from .metrics import Metrics
 from .transition_queue import TransitionQueue
@@ -50,8 +51,10 @@ class Trainer:
         publish: Callable[[WeightsSnapshot], None] = lambda s: None,
         on_drained: Callable[[], None] = lambda: None,
         update_hook: Callable[[dict[str, float]], None] | None = None,
+        segment_steps: int = 256,
     ) -> None:
         self.agent = agent
+        self.builder = SegmentBuilder(segment_steps)
         self.queue = queue
         self.metrics = metrics
         self.config = config
@@ -72,8 +75,8 @@ class Trainer:
         self.handover_lock = threading.Lock()
         """Guards the hand-over of steps (queue → agent → update → trained counter) so
         :meth:`accounting` never sees a step in two places or in none. Never held during an update."""
-        self.in_update = 0
-        """Steps taken by the update that is running now (0 between updates)."""
+        self.held_steps = 0
+        """Steps handed to the agent and not yet reported trained (includes a running update's)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -122,22 +125,31 @@ class Trainer:
     # ── one unit of work ─────────────────────────────────────────────────────
 
     def step(self) -> bool:
-        """Drain, filter, maybe update and publish. Returns True if it did anything."""
+        """Drain (unless an update is due), filter, maybe update and publish. True if it did anything.
+
+        The queue is drained only while the agent wants data, so a busy trainer lets the
+        queue fill, which withholds credit and slows the bots: the agent never buffers more
+        than one update plus one drain.
+        """
         self.heartbeat = time.monotonic()
-        with self.handover_lock:
-            segments = self.queue.drain()
-            if segments:
-                self.agent.observe(self._filter(segments))
-        if segments:
-            self._on_drained()
+        arrivals = []
+        if not self.agent.ready():
+            with self.handover_lock:
+                arrivals = self.queue.drain()
+                if arrivals:
+                    kept = self._filter(self.builder.add(arrivals))
+                    self.agent.observe(kept)
+                    self.held_steps += sum(s.steps for s in kept)
+            if arrivals:
+                self._on_drained()
         did_update = False
         if self.agent.ready():
             self._update()
             did_update = True
         if self.store is not None and time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval:
             self.save_checkpoint()
-        self.metrics.set("trainer_pending_steps", self.agent.pending_steps)
-        return bool(segments) or did_update
+        self.metrics.set("trainer_pending_steps", self.held_steps)
+        return bool(arrivals) or did_update
 
     def _filter(self, segments: list[Segment]) -> list[Segment]:
         kept: list[Segment] = []
@@ -172,19 +184,18 @@ class Trainer:
             return {
                 "trained": int(self.metrics.counter("transitions_trained")),
                 "queued": self.queue.steps,
-                "pending_in_agent": self.agent.pending_steps + self.in_update,
+                "open": self.builder.open_steps,
+                "pending_in_agent": self.held_steps,
                 **{f"dropped_{k}": int(v) for k, v in self.metrics.by_label("transitions_dropped", "reason").items()},
             }
 
     def _update(self) -> None:
-        with self.handover_lock:
-            self.in_update = self.agent.pending_steps
         start = time.perf_counter()
         stats = self.agent.update()
         elapsed = time.perf_counter() - start
         trained = int(stats.get("train/steps_trained", 0))
         with self.handover_lock:
-            self.in_update = 0
+            self.held_steps -= trained
             self.metrics.inc("transitions_trained", trained)
         self.updates += 1
         self.steps_trained += trained

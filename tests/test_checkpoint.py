@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-from agents import CheckpointInvalid, CheckpointStore, PPOAgent, PPOConfig, Segment, SegmentEnd
+from agents import CheckpointInvalid, CheckpointStore, PPOAgent, PPOConfig
 from agents.checkpoint import check_torch_version
+from bot_protocol import TransitionBatch
 from server.config import TrainerConfig
 from server.metrics import Metrics
 from server.trainer import Trainer
-from server.transition_queue import TransitionQueue
+from server.transition_queue import Arrival, TransitionQueue
 
 
 def state_for(tag: int) -> dict:
@@ -257,19 +258,22 @@ def _feed_one_update(trainer: Trainer) -> None:
     """Queue one rollout acted by the trainer's current policy and let step() train and publish."""
     rng = np.random.default_rng(trainer.version)
     n = trainer.agent.update_steps
-    segment = Segment(
-        bot="bot",
-        agent=0,
+    flags = np.zeros(n, np.uint8)
+    flags[-1] = 1  # one terminal episode: the segment closes and reaches the agent
+    batch = TransitionBatch(
+        seq=0,
+        generation=trainer.generation,
+        version=trainer.version,
+        agent=np.zeros(n, np.uint32),
+        episode=np.zeros(n, np.uint32),
         obs=rng.normal(size=(n, 3)).astype(np.float32),
         act=rng.normal(size=(n, 2)).astype(np.float32),
         logp=np.full(n, -2.0, np.float32),
-        end=SegmentEnd.TERMINAL,
-        next_obs=None,
-        generation=trainer.generation,
-        version=trainer.version,
-        reward=rng.normal(size=n).astype(np.float32),
+        flags=flags,
+        rew=rng.normal(size=n).astype(np.float32),
+        next_obs=np.zeros((0, 3), np.float32),
     )
-    trainer.queue.put([segment])
+    trainer.queue.put(Arrival(session="s", bot="bot", terms=False, index=0, batch=batch))
     before = trainer.version
     assert trainer.step()
     assert trainer.version == before + 1

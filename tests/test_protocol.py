@@ -171,6 +171,13 @@ def test_garbage_and_giant_headers_rejected(data):
     assert_code(ErrorCode.UNDECODABLE, data, None)
 
 
+def test_many_small_containers_are_refused_before_they_pile_up():
+    """A frame of thousands of tiny maps is refused after MAX_CONTAINERS of them, not after building all."""
+    inner = b"\x81\xa1k\x80"  # {"k": {}}
+    data = b"\xdf" + struct.pack(">I", 40) + b"".join(b"\xa2" + f"{i:02d}".encode() + inner for i in range(40))
+    assert_code(ErrorCode.UNDECODABLE, data, None)
+
+
 def test_amplification_frame_rejected_cheaply():
     """1 MiB of empty arrays inside an array32 is refused in well under a millisecond per frame."""
     data = b"\xdd" + struct.pack(">I", MAX) + b"\x90" * MAX
@@ -180,8 +187,8 @@ def test_amplification_frame_rejected_cheaply():
 
 
 def test_deep_nesting_rejected():
-    """Nesting beyond the schema's depth is refused, including far past msgpack's own limit."""
-    for depth in (6, 2000):
+    """Nesting beyond the container limit is refused, including far past msgpack's own limit."""
+    for depth in (20, 1025, 100_000):
         data = b"\x81\xa1a" * depth + b"\xc0"
         assert_code(ErrorCode.UNDECODABLE, data, None)
 
