@@ -22,6 +22,7 @@ __all__ = [
     "PPOConfig",
     "Segment",
     "SegmentEnd",
+    "agent_from_checkpoint",
     "compute_gae",
     "make_agent",
     "normalize_advantages",
@@ -41,3 +42,21 @@ def make_agent(name: str, obs_dim: int, act_dim: int, **overrides: Any) -> Agent
     if name == "ppo":
         return PPOAgent(PPOConfig(obs_dim=obs_dim, act_dim=act_dim, **overrides))
     raise ValueError(f"unknown agent {name!r}; choose one of {', '.join(AGENTS)}")
+
+
+def agent_from_checkpoint(state: dict[str, Any]) -> Agent:
+    """Rebuild the agent a checkpoint's ``agent`` entry describes, with its weights loaded.
+
+    Raises:
+        ValueError: an unknown algorithm or a config this version cannot build.
+    """
+    algo = state.get("algo")
+    config = dict(state.get("config", {}))
+    if "hidden" in config:
+        config["hidden"] = tuple(config["hidden"])
+    if algo == "ppo":
+        agent = PPOAgent(PPOConfig(**config))
+    else:
+        raise ValueError(f"checkpoint holds an unknown agent {algo!r}")
+    agent.load_state_dict(state)
+    return agent

@@ -1,7 +1,7 @@
-"""The ``arena`` command: ``arena train`` (server + trainer + built-in bots) and ``arena serve``.
+"""The ``arena`` command: ``train``, ``match``, ``serve`` and ``export``.
 
-This module is the one place that wires the server to the games: bots still reach
-the server only through ``bot_protocol`` (real websocket clients on loopback).
+This module is the one place that wires the server to the games: learning bots still
+reach the server only through ``bot_protocol`` (real websocket clients on loopback).
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 __all__ = ["main"]
 
-logger = logging.getLogger("arena")
-
-GAMES = ("reach",)
+GAMES = ("tank", "reach")
+SCRIPTED_NAMES = ("sitting", "spinner", "walker", "tracker")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,14 +34,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
     return value
@@ -52,48 +57,94 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="arena",
         description="Train game bots with reinforcement learning over websockets.",
-        epilog="Run 'arena COMMAND --help' for each command's options.",
+        epilog="Run 'arena COMMAND --help' for each command's options. Docs: docs/arena.md, docs/protocol.md.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     train = commands.add_parser(
         "train",
-        help="train a policy: server, trainer thread and built-in bots in one process",
+        help="train a policy: server, trainer thread and headless arena in one process",
         description=(
-            "Start the training server and its trainer thread, connect built-in bots to it over "
-            "websocket (loopback), and train until the time or step budget is spent. Writes "
-            "metrics.jsonl, checkpoints/, summary.json and learning_curve.png to --out."
+            "Start the training server and its trainer thread, connect learning bots to it over a "
+            "loopback websocket, and play headless arena matches against scripted opponents until the "
+            "budget is spent. The learning bots act with a local copy of the policy and hot-swap new "
+            "weights between ticks. Writes metrics.jsonl, checkpoints/, summary.json and "
+            "learning_curve.png to --out. Ctrl-C stops cleanly with a final checkpoint."
         ),
+        epilog="example: arena train --opponent sitting --opponent spinner --minutes 10 --out runs/tank",
     )
     train.add_argument("--agent", choices=["ppo"], default="ppo", help="learning algorithm (default: ppo)")
-    train.add_argument("--game", choices=GAMES, default="reach", help="built-in game the bots play (default: reach)")
-    train.add_argument("--bots", type=_positive_int, default=2, help="bot connections, one thread each (default: 2)")
-    train.add_argument("--agents-per-bot", type=_positive_int, default=8, help="games each bot plays at once (default: 8)")
+    train.add_argument(
+        "--game", choices=GAMES, default="tank", help="tank: the Robocode-style arena (default); reach: a tiny test game"
+    )
+    train.add_argument(
+        "--opponent",
+        action="append",
+        choices=SCRIPTED_NAMES,
+        help="scripted opponent; repeat for a mix spread over the matches (default: sitting)",
+    )
+    train.add_argument("--matches", type=_positive_int, default=16, help="parallel matches per learning bot (default: 16)")
+    train.add_argument("--bots", type=_positive_int, default=1, help="learning bot connections, one thread each (default: 1)")
     budget = train.add_mutually_exclusive_group()
-    budget.add_argument("--minutes", type=_positive_float, default=None, help="wall-clock budget (default: 1)")
-    budget.add_argument("--steps", type=_positive_int, default=None, help="environment steps per bot connection")
-    train.add_argument("--seed", type=int, default=0, help="seed for the bots' games and the agent")
+    budget.add_argument("--minutes", type=_positive_float, default=None, help="wall-clock budget (default: 5; reach: 1)")
+    budget.add_argument("--rounds", type=_positive_int, default=None, help="stop after this many finished rounds (tank)")
+    budget.add_argument("--steps", type=_positive_int, default=None, help="stop after this many ticks per learning bot")
+    train.add_argument(
+        "--ticks-per-round", type=_positive_int, default=2000, help="round tick cap, a truncation (default: 2000)"
+    )
+    train.add_argument("--seed", type=int, default=0, help="seed for the games and the agent (default: 0)")
     train.add_argument("--out", type=Path, default=Path("runs/latest"), help="output directory (default: runs/latest)")
     train.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
     _add_server_flags(train, default_port=0)
+
+    match = commands.add_parser(
+        "match",
+        help="headless matches between checkpoints and scripted bots",
+        description=(
+            "Play rounds in which every --bot has one tank (1v1 with two bots, free-for-all with more). "
+            "A bot is a scripted name (sitting, spinner, walker, tracker), a checkpoint (*.pt with its "
+            ".json manifest beside it) or a weights file from 'arena export'. Trained policies act with "
+            "their mean action. Prints wins, mean score and mean energy left per bot."
+        ),
+        epilog="example: arena match --bot runs/latest/checkpoints/ckpt-0000-000000040.pt --bot tracker --rounds 200",
+    )
+    match.add_argument("--bot", action="append", required=True, help="scripted name or policy file; give 2 to 8")
+    match.add_argument("--rounds", type=_positive_int, default=100, help="rounds to play (default: 100)")
+    match.add_argument("--ticks-per-round", type=_positive_int, default=2000, help="round tick cap (default: 2000)")
+    match.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    match.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of a table")
 
     serve = commands.add_parser(
         "serve",
         help="run the server and trainer alone, for your own bots",
         description=(
             "Serve the websocket training endpoint for external bots (see docs/protocol.md). The run's "
-            "observation and action sizes are fixed by --obs-dim and --act-dim; bots declaring other sizes "
-            "are refused. Stop with Ctrl-C or SIGTERM: bots get close code 1001 and a final checkpoint is written."
+            "observation and action sizes default to the tank arena's; bots declaring other sizes are "
+            "refused. Stop with Ctrl-C or SIGTERM: bots get close code 1001 and a final checkpoint is written."
         ),
     )
     serve.add_argument("--agent", choices=["ppo"], default="ppo", help="learning algorithm (default: ppo)")
-    serve.add_argument("--obs-dim", type=_positive_int, required=True, help="observation size every bot must declare")
-    serve.add_argument("--act-dim", type=_positive_int, required=True, help="action size every bot must declare")
+    serve.add_argument(
+        "--obs-dim", type=_positive_int, default=None, help="observation size bots must declare (default: tank's)"
+    )
+    serve.add_argument("--act-dim", type=_positive_int, default=None, help="action size bots must declare (default: tank's)")
     serve.add_argument("--out", type=Path, default=Path("runs/serve"), help="checkpoints and metrics (default: runs/serve)")
     serve.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
     serve.add_argument("--seed", type=int, default=0, help="seed for the agent")
     _add_server_flags(serve, default_port=8765)
+
+    export = commands.add_parser(
+        "export",
+        help="write a checkpoint's policy in the bot-ready weights format",
+        description=(
+            "Write the policy of CHECKPOINT as one encoded 'weights' message — exactly what bots receive "
+            "online (msgpack: arch, safetensors tensors, sha256; see docs/protocol.md) — for bots that load "
+            "weights offline. bot_protocol.Policy and 'arena match --bot FILE' read it."
+        ),
+    )
+    export.add_argument("checkpoint", type=Path, help="a checkpoint file (*.pt with its .json manifest)")
+    export.add_argument("-o", "--output", type=Path, required=True, help="file to write (e.g. policy.weights)")
     return parser
 
 
@@ -116,11 +167,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "train": _train,
+        "match": _match,
+        "serve": _serve,
+        "export": _export,
+    }
     try:
-        if args.command == "train":
-            return _train(args)
-        return _serve(args)
-    except (ValueError, FileNotFoundError, PermissionError) as exc:
+        return commands[args.command](args)
+    except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
         print(f"arena {args.command}: error: {exc}", file=sys.stderr)
         return 2
 
@@ -131,14 +186,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 class _MetricsLog:
     """Appends one JSON line per update to ``metrics.jsonl`` (trainer thread)."""
 
-    def __init__(self, path: Path, started: float) -> None:
+    def __init__(self, path: Path, started: float, extra: Callable[[], dict[str, float]] | None = None) -> None:
         self.path = path
         self.started = started
+        self.extra = extra
         self.lock = threading.Lock()
         self.rows: list[dict[str, float]] = []
 
     def __call__(self, stats: dict[str, float]) -> None:
-        row = {"wall_seconds": round(time.monotonic() - self.started, 3), **stats}
+        row = {"wall_seconds": round(time.monotonic() - self.started, 3), **stats, **(self.extra() if self.extra else {})}
         with self.lock:
             self.rows.append(row)
             with self.path.open("a") as f:
@@ -149,58 +205,93 @@ def _train(args: argparse.Namespace) -> int:
     from agents import make_agent
     from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
 
-    from .reach import ACT_DIM, OBS_DIM, play_reach
+    from .play import MatchLog, play_learning_bot
+    from .reach import ACT_DIM as REACH_ACT
+    from .reach import OBS_DIM as REACH_OBS
+    from .reach import play_reach
+    from .tank.engine import ACT_DIM, OBS_DIM, TankRules
 
     if args.resume and not (args.out / "checkpoints").is_dir():
         raise FileNotFoundError(f"--resume: no checkpoints in {args.out / 'checkpoints'}")
+    tank = args.game == "tank"
+    if not tank and (args.opponent or args.rounds):
+        raise ValueError("--opponent and --rounds apply to --game tank only")
+    opponents = args.opponent or ["sitting"]
+    rules = TankRules(max_ticks=args.ticks_per_round)
     args.out.mkdir(parents=True, exist_ok=True)
-    minutes = args.minutes if args.minutes is not None or args.steps is not None else 1.0
+    minutes = args.minutes
+    if minutes is None and args.rounds is None and args.steps is None:
+        minutes = 5.0 if tank else 1.0
     started = time.monotonic()
-    log = _MetricsLog(args.out / "metrics.jsonl", started)
-    agent = make_agent(args.agent, OBS_DIM, ACT_DIM, seed=args.seed)
+    rounds_log = MatchLog()
+    log = _MetricsLog(
+        args.out / "metrics.jsonl",
+        started,
+        extra=(lambda: {"rollout/rounds": rounds_log.rounds, "rollout/win_rate_last_100": rounds_log.win_rate_last_100})
+        if tank
+        else None,
+    )
+    obs_dim, act_dim = (OBS_DIM, ACT_DIM) if tank else (REACH_OBS, REACH_ACT)
     server = TrainingServer(
-        agent,
+        make_agent(args.agent, obs_dim, act_dim, seed=args.seed),
         ServerConfig(host=args.host, port=args.port, token=args.token),
         TrainerConfig(
             checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume
         ),
         update_hook=log,
     )
-    deadline = started + minutes * 60 if minutes is not None else None
     stop = threading.Event()
-    results: dict[int, Any] = {}
+    reach_games: dict[int, Any] = {}
     errors: list[BaseException] = []
 
     def run_bot(i: int) -> None:
+        seed = args.seed * 1000 + i
         try:
-            steps = args.steps if args.steps is not None else 10**12
-            results[i] = play_reach(
-                running.url,
-                n_agents=args.agents_per_bot,
-                steps=steps,
-                token=args.token,
-                seed=args.seed * 1000 + i,
-                name=f"{args.game}{i}",
-                stop=stop,
-            )
+            if tank:
+                play_learning_bot(
+                    running.url,
+                    opponents,
+                    n_matches=args.matches,
+                    stop=stop,
+                    rules=rules,
+                    token=args.token,
+                    seed=seed,
+                    name=f"tank{i}",
+                    log=rounds_log,
+                )
+            else:
+                reach_games[i], _ = play_reach(
+                    running.url,
+                    n_agents=args.matches,
+                    steps=args.steps or 10**12,
+                    token=args.token,
+                    seed=seed,
+                    name=f"reach{i}",
+                    stop=stop,
+                )
         except BaseException as exc:  # reported once below; the other bots keep going
             errors.append(exc)
+            stop.set()
 
-    print(
-        f"arena train: {args.agent} on '{args.game}', {args.bots} bot(s) x {args.agents_per_bot} games, output in {args.out}"
-    )
+    what = f"vs {', '.join(opponents)}" if tank else "on 'reach'"
+    print(f"arena train: {args.agent} {what}, {args.bots} bot(s) x {args.matches} matches, output in {args.out}", flush=True)
     running = ServerThread(server).start()
     interrupted = False
     try:
         bots = [threading.Thread(target=run_bot, args=(i,), name=f"bot-{i}", daemon=True) for i in range(args.bots)]
         for bot in bots:
             bot.start()
-        with _Progress(server, started) as progress:
+        with _Progress(server, started, rounds_log if tank else None) as progress:
             while any(b.is_alive() for b in bots):
-                if deadline is not None and time.monotonic() >= deadline:
+                elapsed = time.monotonic() - started
+                if (
+                    (minutes is not None and elapsed >= minutes * 60)
+                    or (args.rounds is not None and rounds_log.rounds >= args.rounds)
+                    or (tank and args.steps is not None and rounds_log.ticks >= args.steps * args.matches * args.bots)
+                ):
                     stop.set()
                 progress.update()
-                time.sleep(0.5)
+                time.sleep(0.25)
     except KeyboardInterrupt:
         interrupted = True
         stop.set()
@@ -210,39 +301,55 @@ def _train(args: argparse.Namespace) -> int:
         running.stop()  # bots get 1001, the trainer joins, the final checkpoint is written
     if errors:
         print(f"arena train: a bot failed: {errors[0]!r}", file=sys.stderr)
-    summary = _summarize(args, server, results, time.monotonic() - started, log)
+    summary = _summarize(args, server, time.monotonic() - started, rounds_log if tank else None, reach_games, opponents)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    curve = _plot_curve(log.rows, args.out / "learning_curve.png")
+    curve = _plot_curve(log.rows, args.out / "learning_curve.png", tank)
     print(json.dumps(summary))
-    print(
-        f"arena train: wrote {args.out / 'summary.json'}, {args.out / 'metrics.jsonl'}, {args.out / 'checkpoints'}/"
-        + (f", {curve}" if curve else "")
-    )
+    outputs = [args.out / "summary.json", args.out / "metrics.jsonl", args.out / "checkpoints"] + ([curve] if curve else [])
+    print("arena train: wrote " + ", ".join(str(p) for p in outputs))
     return 130 if interrupted else (1 if errors else 0)
 
 
 def _summarize(
-    args: argparse.Namespace, server: Any, results: dict[int, Any], wall: float, log: _MetricsLog
+    args: argparse.Namespace, server: Any, wall: float, rounds_log: Any, reach_games: dict[int, Any], opponents: list[str]
 ) -> dict[str, Any]:
-    returns = [r for game, _ in results.values() for r in game.finished]
     trainer = server.trainer
-    return {
+    summary: dict[str, Any] = {
         "agent": args.agent,
         "game": args.game,
         "generation": trainer.generation,
         "policy_version": trainer.version,
         "updates": trainer.updates,
-        "episodes": len(returns),
         "transitions": int(server.metrics.counter("transitions_received")),
         "transitions_trained": int(server.metrics.counter("transitions_trained")),
         "wall_seconds": round(wall, 1),
-        "mean_return_first_100": round(float(sum(returns[:100]) / max(len(returns[:100]), 1)), 3),
-        "mean_return_last_100": round(float(sum(returns[-100:]) / max(len(returns[-100:]), 1)), 3),
     }
+    if rounds_log is not None:
+        won = rounds_log.won_rounds
+        summary.update(
+            {
+                "opponents": opponents,
+                "rounds": rounds_log.rounds,
+                "win_rate_last_100": round(rounds_log.win_rate_last_100, 3) if rounds_log.rounds else None,
+                "win_rate_first_100": round(sum(won[:100]) / len(won[:100]), 3) if won else None,
+                "ticks": rounds_log.ticks,
+            }
+        )
+    else:
+        returns = [r for game in reach_games.values() for r in game.finished]
+        summary.update(
+            {
+                "episodes": len(returns),
+                "mean_return_first_100": round(sum(returns[:100]) / max(len(returns[:100]), 1), 3),
+                "mean_return_last_100": round(sum(returns[-100:]) / max(len(returns[-100:]), 1), 3),
+            }
+        )
+    return summary
 
 
-def _plot_curve(rows: list[dict[str, float]], path: Path) -> Path | None:
-    points = [(r["wall_seconds"], r["rollout/ep_rew_mean"]) for r in rows if "rollout/ep_rew_mean" in r]
+def _plot_curve(rows: list[dict[str, float]], path: Path, tank: bool) -> Path | None:
+    key = "rollout/win_rate_last_100" if tank else "rollout/ep_rew_mean"
+    points = [(r["wall_seconds"], r[key]) for r in rows if r.get(key) == r.get(key) and key in r]  # skip NaN
     if not points:
         return None
     try:
@@ -256,7 +363,7 @@ def _plot_curve(rows: list[dict[str, float]], path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot([p[0] / 60 for p in points], [p[1] for p in points])
     ax.set_xlabel("minutes")
-    ax.set_ylabel("mean episode return (last 100)")
+    ax.set_ylabel("win rate, last 100 rounds" if tank else "mean episode return (last 100)")
     ax.set_title("learning curve")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -268,12 +375,13 @@ def _plot_curve(rows: list[dict[str, float]], path: Path) -> Path | None:
 class _Progress:
     """A live rich table on a terminal; a plain line every 10 s otherwise (CI logs)."""
 
-    def __init__(self, server: Any, started: float) -> None:
+    def __init__(self, server: Any, started: float, rounds_log: Any) -> None:
         self.server = server
         self.started = started
+        self.rounds_log = rounds_log
         self.live: Any = None
         self._last_plain = 0.0
-        self._last = (started, 0.0)
+        self._last = (started, 0.0, 0)
 
     def __enter__(self) -> _Progress:
         if sys.stdout.isatty():
@@ -292,25 +400,30 @@ class _Progress:
         server, trainer = self.server, self.server.trainer
         now = time.monotonic()
         received = server.metrics.counter("transitions_received")
-        then, before = self._last
-        rate = (received - before) / max(now - then, 1e-6)
-        self._last = (now, received)
+        ticks = self.rounds_log.ticks if self.rounds_log is not None else 0
+        then, before, ticks_before = self._last
+        dt = max(now - then, 1e-6)
+        self._last = (now, received, ticks)
         m = trainer.last_metrics
-        lag = server.lag.percentiles()
-        return {
-            "elapsed": f"{now - self.started:.0f} s",
-            "policy version": str(trainer.version),
-            "updates": str(trainer.updates),
-            "bots connected": str(len(server.sessions)),
-            "transitions": f"{int(received):,}",
-            "transitions/s": f"{rate:,.0f}",
-            "episodes": str(int(server.metrics.counter("episodes"))),
-            "mean return (last 100)": f"{m.get('rollout/ep_rew_mean', float('nan')):.2f}",
-            "policy loss": f"{m.get('train/policy_loss', float('nan')):.4f}",
-            "value loss": f"{m.get('train/value_loss', float('nan')):.4f}",
-            "approx KL": f"{m.get('train/approx_kl', float('nan')):.4f}",
-            "loop lag p99": f"{lag['p99'] * 1000:.1f} ms",
-        }
+        figures = {"elapsed": f"{now - self.started:.0f} s"}
+        if self.rounds_log is not None:
+            figures["rounds"] = str(self.rounds_log.rounds)
+            figures["win rate (last 100)"] = f"{self.rounds_log.win_rate_last_100:.0%}" if self.rounds_log.rounds else "–"
+            figures["ticks/s"] = f"{(ticks - ticks_before) / dt:,.0f}"
+        figures.update(
+            {
+                "policy version": str(trainer.version),
+                "updates": str(trainer.updates),
+                "bots connected": str(len(server.sessions)),
+                "transitions/s": f"{(received - before) / dt:,.0f}",
+                "mean return (last 100)": f"{m.get('rollout/ep_rew_mean', float('nan')):.2f}",
+                "policy loss": f"{m.get('train/policy_loss', float('nan')):.4f}",
+                "value loss": f"{m.get('train/value_loss', float('nan')):.4f}",
+                "approx KL": f"{m.get('train/approx_kl', float('nan')):.4f}",
+                "loop lag p99": f"{server.lag.percentiles()['p99'] * 1000:.1f} ms",
+            }
+        )
+        return figures
 
     def _table(self) -> Any:
         from rich.table import Table
@@ -325,8 +438,52 @@ class _Progress:
             self.live.update(self._table())
         elif time.monotonic() - self._last_plain >= 10:
             self._last_plain = time.monotonic()
-            figures = self._figures()
-            print("  ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
+            print("  ".join(f"{k}={v}" for k, v in self._figures().items()), flush=True)
+
+
+# ── arena match ──────────────────────────────────────────────────────────────
+
+
+def _match(args: argparse.Namespace) -> int:
+    from .play import PolicyController, ScriptedController, play_match
+    from .policies import load_policy
+    from .tank.engine import TankRules
+
+    if not 2 <= len(args.bot) <= 8:
+        raise ValueError(f"give 2 to 8 --bot, got {len(args.bot)}")
+    players: list[Any] = []
+    names: list[str] = []
+    for i, spec in enumerate(args.bot):
+        name = spec if spec in SCRIPTED_NAMES else Path(spec).name
+        if name in names:  # the same bot twice (a mirror match): tell the rows apart
+            name = f"{name}#{i + 1}"
+        names.append(name)
+        if spec in SCRIPTED_NAMES:
+            players.append(ScriptedController(spec, n=min(50, args.rounds), seed=args.seed + i))
+        else:
+            players.append(PolicyController(name, load_policy(Path(spec)), seed=args.seed + i))
+        players[-1].name = name
+    rules = TankRules(max_ticks=args.ticks_per_round)
+    result = play_match(players, args.rounds, seed=args.seed, n_matches=min(50, args.rounds), rules=rules)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"arena match: {args.rounds} rounds", show_lines=False)
+    for column in ("bot", "wins", "win rate", "mean score", "mean energy left"):
+        table.add_column(column, justify="left" if column == "bot" else "right")
+    for row in result["bots"]:  # type: ignore[attr-defined]
+        table.add_row(
+            row["name"],
+            str(row["wins"]),
+            f"{row['wins'] / args.rounds:.0%}",
+            f"{row['mean_score']:.1f}",
+            f"{row['mean_energy']:.1f}",
+        )
+    Console().print(table)
+    return 0
 
 
 # ── arena serve ──────────────────────────────────────────────────────────────
@@ -336,13 +493,16 @@ def _serve(args: argparse.Namespace) -> int:
     from agents import make_agent
     from server import ServerConfig, TrainerConfig, TrainingServer
 
+    from .tank.engine import ACT_DIM, OBS_DIM
+
     if args.resume and not (args.out / "checkpoints").is_dir():
         raise FileNotFoundError(f"--resume: no checkpoints in {args.out / 'checkpoints'}")
     config = ServerConfig(host=args.host, port=args.port, token=args.token)  # validates host/token first
+    obs_dim, act_dim = args.obs_dim or OBS_DIM, args.act_dim or ACT_DIM
     args.out.mkdir(parents=True, exist_ok=True)
     log = _MetricsLog(args.out / "metrics.jsonl", time.monotonic())
     server = TrainingServer(
-        make_agent(args.agent, args.obs_dim, args.act_dim, seed=args.seed),
+        make_agent(args.agent, obs_dim, act_dim, seed=args.seed),
         config,
         TrainerConfig(
             checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume
@@ -359,7 +519,7 @@ def _serve(args: argparse.Namespace) -> int:
                 loop.add_signal_handler(sig, stopping.set)
         async with server:
             print(
-                f"arena serve: {args.agent} listening on {server.url} (obs {args.obs_dim}, act {args.act_dim}); "
+                f"arena serve: {args.agent} listening on {server.url} (obs {obs_dim}, act {act_dim}); "
                 f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops",
                 flush=True,
             )
@@ -371,6 +531,20 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"arena serve: error: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
         return 2
+    return 0
+
+
+# ── arena export ─────────────────────────────────────────────────────────────
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .policies import export_weights
+
+    weights = export_weights(args.checkpoint, args.output)
+    print(
+        f"arena export: wrote {args.output} ({args.output.stat().st_size:,} bytes): {weights.arch.kind} "
+        f"{'→'.join(map(str, weights.arch.layers))}, generation {weights.generation}, version {weights.version}"
+    )
     return 0
 
 

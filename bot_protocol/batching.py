@@ -149,7 +149,8 @@ class StepRecorder:
 
 
 def _rows(value: ArrayLike, shape: tuple[int, ...], name: str) -> NDArray[np.float32]:
-    array = np.asarray(value, dtype=np.float32)
+    # Always a copy: callers reuse their buffers tick after tick, and held rows must not change.
+    array = np.array(value, dtype=np.float32)
     if array.shape != shape:
         try:
             array = array.reshape(shape)

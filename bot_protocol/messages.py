@@ -12,6 +12,7 @@ a batch of thousands of steps is rebuilt with one ``np.frombuffer`` per field.
 from __future__ import annotations
 
 import enum
+import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .errors import ErrorCode, ProtocolError
+from .tensors import encode_tensors
 
 __all__ = [
     "FLAG_TERMINAL",
@@ -316,6 +318,22 @@ class Weights(Message):
             "tensors": self.tensors,
             "sha256": self.sha256,
         }
+
+    @classmethod
+    def pack(
+        cls, generation: int, version: int, arch: Architecture | Mapping[str, Any], tensors: Mapping[str, NDArray[np.float32]]
+    ) -> Weights:
+        """Build a weights message from float32 arrays: safetensors blob plus its sha256."""
+        if not isinstance(arch, Architecture):
+            arch = Architecture(
+                kind=str(arch["kind"]),
+                layers=tuple(int(x) for x in arch["layers"]),
+                activation=str(arch["activation"]),
+                log_std_min=float(arch["log_std_min"]),
+                log_std_max=float(arch["log_std_max"]),
+            )
+        blob = encode_tensors(tensors)
+        return cls(generation, version, arch, blob, hashlib.sha256(blob).digest())
 
     @classmethod
     def from_wire(cls, m: Mapping[str, Any]) -> Weights:

@@ -9,7 +9,6 @@ every one (websockets' ``broadcast()`` has no backpressure and would copy per bo
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from bot_protocol import Architecture, Weights, encode, encode_tensors
+from bot_protocol import Weights, encode
 
 __all__ = ["WeightsSlot", "WeightsSnapshot", "make_snapshot"]
 
@@ -42,20 +41,7 @@ def make_snapshot(
     generation: int, version: int, arch: dict[str, Any], tensors: dict[str, NDArray[np.float32]]
 ) -> WeightsSnapshot:
     """Serialize an exported actor into a ``weights`` message and frame (call on the trainer thread)."""
-    blob = encode_tensors(tensors)
-    message = Weights(
-        generation=generation,
-        version=version,
-        arch=Architecture(
-            kind=arch["kind"],
-            layers=tuple(arch["layers"]),
-            activation=arch["activation"],
-            log_std_min=float(arch["log_std_min"]),
-            log_std_max=float(arch["log_std_max"]),
-        ),
-        tensors=blob,
-        sha256=hashlib.sha256(blob).digest(),
-    )
+    message = Weights.pack(generation, version, arch, tensors)
     return WeightsSnapshot(generation, version, message, encode(message), time.monotonic())
 
 

@@ -18,10 +18,17 @@ def rows(agents, flags, start=0, episodes=None, next_obs=None, scores=None, vers
     obs = np.stack([np.arange(start, start + n), agents], axis=1).astype(np.float32)
     terms = scores is not None
     return TransitionBatch(
-        seq=0, generation=0, version=version, agent=np.array(agents, np.uint32),
+        seq=0,
+        generation=0,
+        version=version,
+        agent=np.array(agents, np.uint32),
         episode=np.array(episodes if episodes is not None else [0] * n, np.uint32),
-        obs=obs, act=np.zeros((n, 1), np.float32), logp=np.zeros(n, np.float32), flags=np.array(flags, np.uint8),
-        rew=None if terms else np.arange(n, dtype=np.float32), terms=np.zeros((n, 5), np.float32) if terms else None,
+        obs=obs,
+        act=np.zeros((n, 1), np.float32),
+        logp=np.zeros(n, np.float32),
+        flags=np.array(flags, np.uint8),
+        rew=None if terms else np.arange(n, dtype=np.float32),
+        terms=np.zeros((n, 5), np.float32) if terms else None,
         next_obs=np.array(next_obs if next_obs is not None else np.zeros((0, OBS)), np.float32),
         score=np.array(scores, np.float32) if terms else None,
     )

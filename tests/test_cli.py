@@ -19,17 +19,45 @@ def arena(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def test_train_then_resume_continues_the_policy_version(tmp_path):
-    """A short `arena train` writes its outputs; `--resume` continues the version in a new generation."""
+    """`arena train` on the tank arena writes its outputs; `--resume` continues the version in a new generation."""
     out = tmp_path / "run"
-    arena("train", "--steps", "400", "--bots", "2", "--agents-per-bot", "4", "--out", str(out))
+    common = ["train", "--ticks-per-round", "150", "--matches", "4", "--out", str(out)]
+    arena(*common, "--rounds", "16")
     first = json.loads((out / "summary.json").read_text())
-    assert first["updates"] >= 1 and first["transitions"] == 2 * 4 * 400
+    assert first["rounds"] >= 16 and first["updates"] >= 1 and first["opponents"] == ["sitting"]
+    assert {"agent", "policy_version", "updates", "rounds", "transitions", "wall_seconds", "win_rate_last_100"} <= set(first)
     assert (out / "metrics.jsonl").read_text().count("\n") == first["updates"]
-    assert list((out / "checkpoints").glob("*.pt"))
-    arena("train", "--steps", "300", "--bots", "2", "--agents-per-bot", "4", "--out", str(out), "--resume")
+    assert list((out / "checkpoints").glob("*.pt")) and (out / "learning_curve.png").is_file()
+    arena(*common, "--rounds", "16", "--resume")
     second = json.loads((out / "summary.json").read_text())
     assert second["generation"] == first["generation"] + 1
     assert second["policy_version"] > first["policy_version"]
+
+
+def test_train_reach_game(tmp_path):
+    """The small reach game still trains through the same command."""
+    out = tmp_path / "reach"
+    arena("train", "--game", "reach", "--steps", "300", "--bots", "2", "--matches", "4", "--out", str(out))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["transitions"] == 2 * 4 * 300 and summary["episodes"] > 0
+
+
+def test_match_json_and_export_round_trip(tmp_path):
+    """`arena match --json` prints one JSON object; an exported policy plays like its checkpoint."""
+    out = tmp_path / "run"
+    arena("train", "--ticks-per-round", "100", "--matches", "4", "--rounds", "4", "--out", str(out))
+    checkpoint = sorted((out / "checkpoints").glob("*.pt"))[-1]
+    exported = tmp_path / "policy.weights"
+    assert "wrote" in arena("export", str(checkpoint), "-o", str(exported)).stdout
+    results = []
+    for bot in (str(checkpoint), str(exported)):
+        result = arena("match", "--bot", bot, "--bot", "spinner", "--rounds", "6", "--ticks-per-round", "200", "--json")
+        lines = result.stdout.strip().splitlines()
+        assert len(lines) == 1
+        results.append(json.loads(lines[0]))
+    assert results[0]["rounds"] == 6 and [b["name"] for b in results[0]["bots"]] == [checkpoint.name, "spinner"]
+    assert [b["wins"] for b in results[0]["bots"]] == [b["wins"] for b in results[1]["bots"]]
+    assert results[0]["bots"][0]["mean_score"] == results[1]["bots"][0]["mean_score"]
 
 
 @pytest.mark.parametrize(
@@ -37,9 +65,13 @@ def test_train_then_resume_continues_the_policy_version(tmp_path):
     [
         ("train", "--minutes", "-1"),
         ("train", "--bogus"),
-        ("serve", "--obs-dim", "4"),
+        ("serve", "--obs-dim", "0"),
         ("serve", "--obs-dim", "4", "--act-dim", "2", "--host", "0.0.0.0"),
         ("train", "--resume", "--out", "/nonexistent/arena-run"),
+        ("train", "--opponent", "terminator"),
+        ("match", "--bot", "sitting"),
+        ("match", "--bot", "sitting", "--bot", "/nonexistent/policy.pt"),
+        ("export", "/nonexistent/ckpt.pt", "-o", "/tmp/x.weights"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(args):

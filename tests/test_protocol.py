@@ -390,3 +390,15 @@ def test_split_batch_keeps_conditional_columns_with_their_rows():
     assert np.concatenate([p.score for p in pieces]).tobytes() == batch.score.tobytes()
     for piece in pieces:  # each piece is a valid message on its own
         assert decode_from_bot(encode(piece), TERMS_SPEC, MAX).n == piece.n
+
+
+def test_recorder_copies_rows_so_reused_buffers_cannot_change_them():
+    """A bot that reuses one action buffer every tick still sends what it acted with."""
+    rec = StepRecorder(obs_dim=4, act_dim=2, n_agents=1, reward=RewardMode.SCALAR, batch_steps=2)
+    buffer = np.zeros((1, 2), np.float32)
+    for value in (1.0, 2.0):
+        buffer[:] = value
+        batch = rec.record(
+            np.zeros((1, 4), np.float32), buffer, np.zeros(1, np.float32), reward=[0.0], generation=0, version=0
+        )
+    assert batch is not None and batch.act[:, 0].tolist() == [1.0, 2.0]

@@ -1,0 +1,244 @@
+"""Headless tank matches: a learning bot over websocket, or local policies, against scripted opponents.
+
+Tank 0 of every match is the *player*; the other tanks are opponents. A learning player is
+one websocket bot (``bot_protocol`` client) driving tank 0 of all ``n_matches`` matches at
+once (one agent per match); it sends the raw reward terms and round scores, and the
+trainer computes the seed's tick and round rewards. Opponents run in this process.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from bot_protocol import Policy, RewardMode
+from bot_protocol.client import BlockingBotClient, ClientConfig
+
+from .tank.engine import ACT_DIM, OBS_DIM, StepInfo, TankBattle, TankRules
+from .tank.scripted import make_scripted
+
+__all__ = ["Controller", "MatchLog", "PolicyController", "ScriptedController", "play_learning_bot", "play_match"]
+
+
+class Controller(Protocol):
+    """Anything that turns observations of its tanks into actions."""
+
+    name: str
+
+    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]: ...
+
+    def reset(self, mask: NDArray[np.bool_]) -> None: ...
+
+
+class ScriptedController:
+    """A scripted opponent by name (``sitting``, ``spinner``, ``walker``, ``tracker``)."""
+
+    def __init__(self, name: str, n: int, seed: int = 0) -> None:
+        self.name = name
+        self._bot = make_scripted(name, n, seed)
+
+    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+        return self._bot.act(obs)
+
+    def reset(self, mask: NDArray[np.bool_]) -> None:
+        self._bot.reset(mask)
+
+
+class PolicyController:
+    """A trained policy acting locally (mean action unless ``stochastic``)."""
+
+    def __init__(self, name: str, policy: Policy, seed: int = 0, stochastic: bool = False) -> None:
+        if policy.obs_dim != OBS_DIM or policy.act_dim != ACT_DIM:
+            raise ValueError(
+                f"{name}: policy sizes {policy.obs_dim}→{policy.act_dim} do not fit the tank arena ({OBS_DIM}→{ACT_DIM})"
+            )
+        self.name = name
+        self.policy = policy
+        self.stochastic = stochastic
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+        actions, _ = self.policy.act(obs, self.rng, deterministic=not self.stochastic)
+        return actions
+
+    def reset(self, mask: NDArray[np.bool_]) -> None:
+        pass
+
+
+@dataclass
+class MatchLog:
+    """Per-round results, appended as rounds finish."""
+
+    rounds: int = 0
+    wins: deque[bool] = field(default_factory=lambda: deque(maxlen=100))
+    """Whether the player won each of the last 100 rounds."""
+    all_wins: int = 0
+    ticks: int = 0
+    scores: list[float] = field(default_factory=list)
+    opponent_of_round: list[str] = field(default_factory=list)
+    won_rounds: list[bool] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def win_rate_last_100(self) -> float:
+        with self.lock:
+            return float(np.mean(self.wins)) if self.wins else float("nan")
+
+    def record(self, info: StepInfo, opponents: Sequence[str]) -> None:
+        ended = np.flatnonzero(info.round_over)
+        with self.lock:
+            self.ticks += len(info.round_over)
+            for m in ended:
+                won = bool(info.winner[m] == 0)
+                self.rounds += 1
+                self.all_wins += won
+                self.wins.append(won)
+                self.won_rounds.append(won)
+                self.scores.append(float(info.scores[m, 0]))
+                self.opponent_of_round.append(opponents[m])
+
+
+def _opponent_names(opponents: Sequence[str], n_matches: int) -> list[str]:
+    """Spread the opponent mix over the matches, round-robin."""
+    return [opponents[m % len(opponents)] for m in range(n_matches)]
+
+
+class _Opponents:
+    """One controller per opponent kind, each driving its matches' tank 1."""
+
+    def __init__(self, names: list[str], seed: int, factory: Callable[[str, int, int], Controller]) -> None:
+        self.names = names
+        self.groups: list[tuple[Controller, NDArray[np.intp]]] = []
+        for i, kind in enumerate(sorted(set(names))):
+            rows = np.flatnonzero(np.array(names) == kind)
+            self.groups.append((factory(kind, len(rows), seed + 7919 * (i + 1)), rows))
+
+    def act(self, obs: NDArray[np.float32], out: NDArray[np.float32]) -> None:
+        for controller, rows in self.groups:
+            out[rows, 1] = controller.act(obs[rows, 1])
+
+    def reset(self, mask: NDArray[np.bool_]) -> None:
+        for controller, rows in self.groups:
+            controller.reset(mask[rows])
+
+
+def play_learning_bot(
+    url: str,
+    opponents: Sequence[str],
+    n_matches: int = 16,
+    rounds: int | None = None,
+    stop: threading.Event | None = None,
+    rules: TankRules | None = None,
+    token: str | None = None,
+    seed: int = 0,
+    name: str = "tank",
+    log: MatchLog | None = None,
+    opponent_factory: Callable[[str, int, int], Controller] = ScriptedController,
+) -> MatchLog:
+    """Play 1v1 rounds as a learning websocket bot until ``rounds`` rounds end or ``stop`` is set.
+
+    Returns the match log (wins, scores). The bot's client stats live on the returned log's
+    ``client`` attribute for accounting checks.
+    """
+    battle = TankBattle(n_matches, 2, rules or TankRules(), seed=seed)
+    names = _opponent_names(opponents, n_matches)
+    rivals = _Opponents(names, seed, opponent_factory)
+    log = log or MatchLog()
+    config = ClientConfig(url, name, OBS_DIM, ACT_DIM, n_agents=n_matches, reward=RewardMode.TERMS, token=token)
+    actions = np.zeros((n_matches, 2, ACT_DIM), np.float32)
+    with BlockingBotClient(config, seed=seed) as bot:
+        log.client = bot  # type: ignore[attr-defined]
+        obs = battle.observe()
+        while not (stop is not None and stop.is_set()) and (rounds is None or log.rounds < rounds):
+            actions[:, 0], logp = bot.act(obs[:, 0])
+            rivals.act(obs, actions)
+            info = battle.step(actions)
+            after = battle.observe()  # before any reset: the bootstrap rows of truncated rounds
+            ended = info.round_over
+            bot.record(
+                obs[:, 0],
+                actions[:, 0],
+                logp,
+                terms=info.reward_terms()[:, 0],
+                terminal=ended & ~info.truncated,
+                truncated=info.truncated,
+                next_obs=after[:, 0],
+                score=info.scores[:, 0],
+            )
+            log.record(info, names)
+            if ended.any():
+                battle.reset(ended)
+                rivals.reset(ended)
+                obs = battle.observe()
+            else:
+                obs = after
+    return log
+
+
+def play_match(
+    players: Sequence[Controller],
+    rounds: int,
+    seed: int = 0,
+    n_matches: int = 50,
+    rules: TankRules | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, object]:
+    """Play ``rounds`` rounds among local controllers (one tank each, all in every match).
+
+    Returns ``{"rounds": N, "bots": [{"name", "wins", "mean_score", "mean_energy"}, ...]}``.
+    """
+    n_tanks = len(players)
+    if n_tanks < 2:
+        raise ValueError("a match needs at least two bots")
+    n_matches = max(1, min(n_matches, rounds))
+    battle = TankBattle(n_matches, n_tanks, rules or TankRules(), seed=seed)
+    wins = np.zeros(n_tanks, np.int64)
+    score_sum = np.zeros(n_tanks)
+    energy_sum = np.zeros(n_tanks)
+    done = 0
+    # Rounds still to start in each match slot, so exactly ``rounds`` rounds are played.
+    remaining = np.full(n_matches, rounds // n_matches, np.int64)
+    remaining[: rounds % n_matches] += 1
+    active = remaining > 0
+    actions = np.zeros((n_matches, n_tanks, ACT_DIM), np.float32)
+    started = time.monotonic()
+    while done < rounds:
+        obs = battle.observe()
+        for t, player in enumerate(players):
+            actions[:, t] = player.act(obs[:, t])
+        info = battle.step(actions)
+        ended = info.round_over & active
+        for m in np.flatnonzero(ended):
+            if info.winner[m] >= 0:
+                wins[info.winner[m]] += 1
+            score_sum += info.scores[m]
+            energy_sum += np.where(info.alive[m], battle.energy[m], 0.0)
+            done += 1
+            remaining[m] -= 1
+        active &= remaining > 0
+        if info.round_over.any():
+            battle.reset(info.round_over)
+            for player in players:
+                player.reset(info.round_over)
+            if progress is not None and ended.any():
+                progress(done)
+    del started
+    return {
+        "rounds": rounds,
+        "bots": [
+            {
+                "name": player.name,
+                "wins": int(wins[t]),
+                "mean_score": round(float(score_sum[t] / rounds), 2),
+                "mean_energy": round(float(energy_sum[t] / rounds), 2),
+            }
+            for t, player in enumerate(players)
+        ],
+    }

@@ -1,0 +1,63 @@
+"""Load a trained policy for local play: from a checkpoint (``.pt``) or an exported weights file.
+
+An exported file is exactly the ``weights`` message bots receive (``arena export``), so a
+bot in any language can load it offline with the same code it uses online.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot_protocol import Policy, ProtocolError, Weights, decode_from_server, encode
+
+__all__ = ["export_weights", "load_policy", "weights_from_checkpoint"]
+
+
+def weights_from_checkpoint(path: Path) -> Weights:
+    """The actor of a verified checkpoint as a ``weights`` message (generation and version kept).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the checkpoint does not verify or holds an unknown agent.
+    """
+    from agents import CheckpointInvalid, CheckpointStore, agent_from_checkpoint
+
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    try:
+        state = CheckpointStore.load_file(path)
+    except CheckpointInvalid as exc:
+        raise ValueError(str(exc)) from None
+    agent = agent_from_checkpoint(state["agent"])
+    arch, tensors = agent.export_actor()
+    return Weights.pack(int(state["generation"]), int(state["version"]), arch, tensors)
+
+
+def export_weights(checkpoint: Path, out: Path) -> Weights:
+    """Write the checkpoint's actor to ``out`` as one encoded ``weights`` message."""
+    weights = weights_from_checkpoint(checkpoint)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_bytes(encode(weights))
+    tmp.replace(out)
+    return weights
+
+
+def load_policy(path: Path) -> Policy:
+    """A numpy policy from a checkpoint (``*.pt``) or an exported weights file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a valid checkpoint or weights file.
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"no policy file at {path}")
+    if path.suffix == ".pt":
+        return Policy.from_weights(weights_from_checkpoint(path))
+    try:
+        message = decode_from_server(path.read_bytes())
+        if not isinstance(message, Weights):
+            raise ValueError(f"{path} holds a {message.TYPE!r} message, not weights")
+        return Policy.from_weights(message)
+    except ProtocolError as exc:
+        raise ValueError(f"{path} is not a weights file ({exc.message})") from None
