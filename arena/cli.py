@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--matches", type=_positive_int, default=16, help="parallel matches per learning bot (default: 16)")
     train.add_argument("--bots", type=_positive_int, default=1, help="learning bot connections, one thread each (default: 1)")
+    train.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="run N learning bots in worker processes instead of --bots threads (tank only; default: 0 = threads)",
+    )
     budget = train.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=_positive_float, default=None, help="wall-clock budget (default: 5; reach: 1)")
     budget.add_argument("--rounds", type=_positive_int, default=None, help="stop after this many finished rounds (tank)")
@@ -104,10 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Play rounds in which every --bot has one tank (1v1 with two bots, free-for-all with more). "
             "A bot is a scripted name (sitting, spinner, walker, tracker), a checkpoint (*.pt with its "
-            ".json manifest beside it) or a weights file from 'arena export'. Trained policies act with "
+            ".json manifest beside it), a run directory (its newest checkpoint) or a weights file from "
+            "'arena export'. Trained policies act with "
             "their mean action. Prints wins, mean score and mean energy left per bot."
         ),
-        epilog="example: arena match --bot runs/latest/checkpoints/ckpt-0000-000000040.pt --bot tracker --rounds 200",
+        epilog="example: arena match --bot runs/latest --bot tracker --rounds 200",
     )
     match.add_argument("--bot", action="append", required=True, help="scripted name or policy file; give 2 to 8")
     match.add_argument("--rounds", type=_positive_int, default=100, help="rounds to play (default: 100)")
@@ -143,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
             "weights offline. bot_protocol.Policy and 'arena match --bot FILE' read it."
         ),
     )
-    export.add_argument("checkpoint", type=Path, help="a checkpoint file (*.pt with its .json manifest)")
+    export.add_argument("checkpoint", type=Path, help="a checkpoint file (*.pt with its .json manifest) or a run directory")
     export.add_argument("-o", "--output", type=Path, required=True, help="file to write (e.g. policy.weights)")
     return parser
 
@@ -214,8 +221,10 @@ def _train(args: argparse.Namespace) -> int:
     if args.resume and not (args.out / "checkpoints").is_dir():
         raise FileNotFoundError(f"--resume: no checkpoints in {args.out / 'checkpoints'}")
     tank = args.game == "tank"
-    if not tank and (args.opponent or args.rounds):
-        raise ValueError("--opponent and --rounds apply to --game tank only")
+    if not tank and (args.opponent or args.rounds or args.workers):
+        raise ValueError("--opponent, --rounds and --workers apply to --game tank only")
+    if args.workers < 0:
+        raise ValueError(f"--workers must be >= 0, got {args.workers}")
     opponents = args.opponent or ["sitting"]
     rules = TankRules(max_ticks=args.ticks_per_round)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -274,22 +283,40 @@ def _train(args: argparse.Namespace) -> int:
             stop.set()
 
     what = f"vs {', '.join(opponents)}" if tank else "on 'reach'"
-    print(f"arena train: {args.agent} {what}, {args.bots} bot(s) x {args.matches} matches, output in {args.out}", flush=True)
+    n_bots = args.workers or args.bots
+    where = "worker process(es)" if args.workers else "bot thread(s)"
+    print(f"arena train: {args.agent} {what}, {n_bots} {where} x {args.matches} matches, output in {args.out}", flush=True)
     running = ServerThread(server).start()
     interrupted = False
+    pool = None
     try:
-        bots = [threading.Thread(target=run_bot, args=(i,), name=f"bot-{i}", daemon=True) for i in range(args.bots)]
-        for bot in bots:
-            bot.start()
+        if args.workers:
+            from .workers import WorkerPool
+
+            pool = WorkerPool(args.workers, running.url, opponents, args.matches, args.ticks_per_round, args.token, args.seed)
+            pool.start()
+            bots_alive: Callable[[], bool] = pool.alive
+        else:
+            bots = [threading.Thread(target=run_bot, args=(i,), name=f"bot-{i}", daemon=True) for i in range(args.bots)]
+            for bot in bots:
+                bot.start()
+
+            def bots_alive() -> bool:
+                return any(b.is_alive() for b in bots)
+
         with _Progress(server, started, rounds_log if tank else None) as progress:
-            while any(b.is_alive() for b in bots):
+            while bots_alive():
+                if pool is not None:
+                    pool.collect(rounds_log)
                 elapsed = time.monotonic() - started
                 if (
                     (minutes is not None and elapsed >= minutes * 60)
                     or (args.rounds is not None and rounds_log.rounds >= args.rounds)
-                    or (tank and args.steps is not None and rounds_log.ticks >= args.steps * args.matches * args.bots)
+                    or (tank and args.steps is not None and rounds_log.ticks >= args.steps * args.matches * n_bots)
                 ):
                     stop.set()
+                    if pool is not None:
+                        pool.stop.set()
                 progress.update()
                 time.sleep(0.25)
     except KeyboardInterrupt:
@@ -298,6 +325,9 @@ def _train(args: argparse.Namespace) -> int:
         print("\narena train: interrupted; stopping bots and writing a final checkpoint…", file=sys.stderr)
     finally:
         stop.set()
+        if pool is not None:
+            pool.close(rounds_log)
+            errors.extend(RuntimeError(f"worker exited with code {code}") for code in pool.failed())
         running.stop()  # bots get 1001, the trainer joins, the final checkpoint is written
     if errors:
         print(f"arena train: a bot failed: {errors[0]!r}", file=sys.stderr)
@@ -454,7 +484,7 @@ def _match(args: argparse.Namespace) -> int:
     players: list[Any] = []
     names: list[str] = []
     for i, spec in enumerate(args.bot):
-        name = spec if spec in SCRIPTED_NAMES else Path(spec).name
+        name = spec if spec in SCRIPTED_NAMES else Path(spec).name or spec
         if name in names:  # the same bot twice (a mirror match): tell the rows apart
             name = f"{name}#{i + 1}"
         names.append(name)

@@ -9,7 +9,6 @@ trainer computes the seed's tick and round rewards. Opponents run in this proces
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -91,18 +90,25 @@ class MatchLog:
         with self.lock:
             return float(np.mean(self.wins)) if self.wins else float("nan")
 
-    def record(self, info: StepInfo, opponents: Sequence[str]) -> None:
-        ended = np.flatnonzero(info.round_over)
+    def record(self, info: StepInfo, opponents: Sequence[str]) -> list[tuple[bool, float, str]]:
+        """Add the rounds that ended this tick; returns them as (won, score, opponent)."""
+        results = [
+            (bool(info.winner[m] == 0), float(info.scores[m, 0]), opponents[int(m)]) for m in np.flatnonzero(info.round_over)
+        ]
+        self.add(results, len(info.round_over))
+        return results
+
+    def add(self, results: Sequence[tuple[bool, float, str]], ticks: int) -> None:
+        """Add finished rounds (won, score, opponent) and ticks played, e.g. reported by a worker process."""
         with self.lock:
-            self.ticks += len(info.round_over)
-            for m in ended:
-                won = bool(info.winner[m] == 0)
+            self.ticks += ticks
+            for won, score, opponent in results:
                 self.rounds += 1
                 self.all_wins += won
                 self.wins.append(won)
                 self.won_rounds.append(won)
-                self.scores.append(float(info.scores[m, 0]))
-                self.opponent_of_round.append(opponents[m])
+                self.scores.append(score)
+                self.opponent_of_round.append(opponent)
 
 
 def _opponent_names(opponents: Sequence[str], n_matches: int) -> list[str]:
@@ -141,11 +147,12 @@ def play_learning_bot(
     name: str = "tank",
     log: MatchLog | None = None,
     opponent_factory: Callable[[str, int, int], Controller] = ScriptedController,
+    report: Callable[[list[tuple[bool, float, str]], int], None] | None = None,
 ) -> MatchLog:
     """Play 1v1 rounds as a learning websocket bot until ``rounds`` rounds end or ``stop`` is set.
 
-    Returns the match log (wins, scores). The bot's client stats live on the returned log's
-    ``client`` attribute for accounting checks.
+    Returns the match log (wins, scores). ``report`` (if given) receives each tick's finished
+    rounds and tick count, for a parent process to aggregate.
     """
     battle = TankBattle(n_matches, 2, rules or TankRules(), seed=seed)
     names = _opponent_names(opponents, n_matches)
@@ -154,7 +161,6 @@ def play_learning_bot(
     config = ClientConfig(url, name, OBS_DIM, ACT_DIM, n_agents=n_matches, reward=RewardMode.TERMS, token=token)
     actions = np.zeros((n_matches, 2, ACT_DIM), np.float32)
     with BlockingBotClient(config, seed=seed) as bot:
-        log.client = bot  # type: ignore[attr-defined]
         obs = battle.observe()
         while not (stop is not None and stop.is_set()) and (rounds is None or log.rounds < rounds):
             actions[:, 0], logp = bot.act(obs[:, 0])
@@ -172,7 +178,9 @@ def play_learning_bot(
                 next_obs=after[:, 0],
                 score=info.scores[:, 0],
             )
-            log.record(info, names)
+            results = log.record(info, names)
+            if report is not None:
+                report(results, len(ended))
             if ended.any():
                 battle.reset(ended)
                 rivals.reset(ended)
@@ -208,7 +216,6 @@ def play_match(
     remaining[: rounds % n_matches] += 1
     active = remaining > 0
     actions = np.zeros((n_matches, n_tanks, ACT_DIM), np.float32)
-    started = time.monotonic()
     while done < rounds:
         obs = battle.observe()
         for t, player in enumerate(players):
@@ -229,7 +236,6 @@ def play_match(
                 player.reset(info.round_over)
             if progress is not None and ended.any():
                 progress(done)
-    del started
     return {
         "rounds": rounds,
         "bots": [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bot_protocol import Policy, ProtocolError, Weights, decode_from_server, encode
 
-__all__ = ["export_weights", "load_policy", "weights_from_checkpoint"]
+__all__ = ["export_weights", "load_policy", "newest_checkpoint", "weights_from_checkpoint"]
 
 
 def weights_from_checkpoint(path: Path) -> Weights:
@@ -34,8 +34,8 @@ def weights_from_checkpoint(path: Path) -> Weights:
 
 
 def export_weights(checkpoint: Path, out: Path) -> Weights:
-    """Write the checkpoint's actor to ``out`` as one encoded ``weights`` message."""
-    weights = weights_from_checkpoint(checkpoint)
+    """Write the checkpoint's (or run directory's newest checkpoint's) actor to ``out`` as one ``weights`` message."""
+    weights = weights_from_checkpoint(newest_checkpoint(checkpoint) if checkpoint.is_dir() else checkpoint)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_bytes(encode(weights))
@@ -43,13 +43,29 @@ def export_weights(checkpoint: Path, out: Path) -> Weights:
     return weights
 
 
+def newest_checkpoint(run: Path) -> Path:
+    """The newest ``ckpt-*.pt`` in a run directory (``RUN/checkpoints``) or a checkpoint directory.
+
+    Raises:
+        FileNotFoundError: there is none.
+    """
+    for directory in (run / "checkpoints", run):
+        found = sorted(directory.glob("ckpt-*.pt"))
+        if found:
+            return found[-1]
+    raise FileNotFoundError(f"no checkpoint (ckpt-*.pt) in {run} or {run / 'checkpoints'}")
+
+
 def load_policy(path: Path) -> Policy:
-    """A numpy policy from a checkpoint (``*.pt``) or an exported weights file.
+    """A numpy policy from a checkpoint (``*.pt``), a run directory (its newest checkpoint) or an
+    exported weights file.
 
     Raises:
         FileNotFoundError: no such file.
         ValueError: not a valid checkpoint or weights file.
     """
+    if path.is_dir():
+        path = newest_checkpoint(path)
     if not path.is_file():
         raise FileNotFoundError(f"no policy file at {path}")
     if path.suffix == ".pt":

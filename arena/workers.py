@@ -1,0 +1,121 @@
+"""Learning bots in worker processes: each plays its matches in its own interpreter (own GIL).
+
+In one process the bots' Python (game step, policy, batching) competes with the trainer
+thread for the GIL. A worker process is still an ordinary websocket bot of the server; it
+reports finished rounds to the parent through a queue, batched every quarter second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import queue
+import time
+from typing import Any
+
+from .play import MatchLog
+
+__all__ = ["WorkerPool"]
+
+REPORT_EVERY = 0.25
+"""Seconds between a worker's reports to the parent."""
+
+
+def _worker_main(
+    url: str,
+    opponents: list[str],
+    n_matches: int,
+    max_ticks: int,
+    token: str | None,
+    seed: int,
+    name: str,
+    stop: Any,
+    reports: Any,
+) -> None:
+    from .play import play_learning_bot
+    from .tank.engine import TankRules
+
+    pending: list[tuple[bool, float, str]] = []
+    ticks = 0
+    last = time.monotonic()
+
+    def report(results: list[tuple[bool, float, str]], step_ticks: int) -> None:
+        nonlocal ticks, last
+        pending.extend(results)
+        ticks += step_ticks
+        if time.monotonic() - last >= REPORT_EVERY:
+            reports.put((list(pending), ticks))
+            pending.clear()
+            ticks, last = 0, time.monotonic()
+
+    try:
+        play_learning_bot(
+            url,
+            opponents,
+            n_matches=n_matches,
+            stop=stop,
+            rules=TankRules(max_ticks=max_ticks),
+            token=token,
+            seed=seed,
+            name=name,
+            report=report,
+        )
+    except KeyboardInterrupt:
+        pass  # the parent handles Ctrl-C and stops us through the event
+    finally:
+        reports.put((list(pending), ticks))
+
+
+class WorkerPool:
+    """``n`` bot processes (spawned, so no state is inherited from the server process)."""
+
+    def __init__(
+        self, n: int, url: str, opponents: list[str], n_matches: int, max_ticks: int, token: str | None, seed: int
+    ) -> None:
+        context = mp.get_context("spawn")
+        self.stop = context.Event()
+        self.reports: Any = context.Queue()
+        self.processes = [
+            context.Process(
+                target=_worker_main,
+                args=(url, opponents, n_matches, max_ticks, token, seed * 1000 + i, f"tank{i}", self.stop, self.reports),
+                name=f"arena-worker-{i}",
+                daemon=True,
+            )
+            for i in range(n)
+        ]
+
+    def start(self) -> None:
+        for process in self.processes:
+            process.start()
+
+    def alive(self) -> bool:
+        return any(p.is_alive() for p in self.processes)
+
+    def failed(self) -> list[int]:
+        """Exit codes of workers that ended with an error."""
+        return [p.exitcode for p in self.processes if p.exitcode not in (None, 0)]  # type: ignore[misc]
+
+    def collect(self, log: MatchLog) -> None:
+        """Move every report received so far into ``log`` (non-blocking)."""
+        while True:
+            try:
+                results, ticks = self.reports.get_nowait()
+            except queue.Empty:
+                return
+            log.add(results, ticks)
+
+    def close(self, log: MatchLog, timeout: float = 30.0) -> None:
+        """Stop every worker, join it, and collect its last reports."""
+        self.stop.set()
+        deadline = time.monotonic() + timeout
+        for process in self.processes:
+            process.join(max(0.1, deadline - time.monotonic()))
+            self.collect(log)
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+        self.collect(log)
+        with contextlib.suppress(Exception):
+            self.reports.close()
+            self.reports.join_thread()
