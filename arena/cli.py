@@ -111,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Play rounds in which every --bot has one tank (1v1 with two bots, free-for-all with more). "
             "A bot is a scripted name (sitting, spinner, walker, tracker), a checkpoint (*.pt with its "
             ".json manifest beside it), a run directory (its newest checkpoint) or a weights file from "
-            "'arena export'. Trained policies act with "
-            "their mean action. Prints wins, mean score and mean energy left per bot."
+            "'arena export'. Trained policies sample their actions as in training "
+            "(--deterministic: their mean action). Prints wins, mean score and mean energy left per bot."
         ),
         epilog="example: arena match --bot runs/latest --bot tracker --rounds 200",
     )
@@ -121,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     match.add_argument("--ticks-per-round", type=_positive_int, default=2000, help="round tick cap (default: 2000)")
     match.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     match.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of a table")
+    match.add_argument("--deterministic", action="store_true", help="trained policies act with their mean action")
 
     serve = commands.add_parser(
         "serve",
@@ -388,7 +389,7 @@ def _plot_curve(rows: list[dict[str, float]], path: Path, tank: bool) -> Path | 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("arena train: matplotlib not installed (pip install 'arena-trainer[plot]'); no learning curve", file=sys.stderr)
+        print("arena train: matplotlib is not installed; no learning curve", file=sys.stderr)
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot([p[0] / 60 for p in points], [p[1] for p in points])
@@ -491,7 +492,9 @@ def _match(args: argparse.Namespace) -> int:
         if spec in SCRIPTED_NAMES:
             players.append(ScriptedController(spec, n=min(50, args.rounds), seed=args.seed + i))
         else:
-            players.append(PolicyController(name, load_policy(Path(spec)), seed=args.seed + i))
+            players.append(
+                PolicyController(name, load_policy(Path(spec)), seed=args.seed + i, stochastic=not args.deterministic)
+            )
         players[-1].name = name
     rules = TankRules(max_ticks=args.ticks_per_round)
     result = play_match(players, args.rounds, seed=args.seed, n_matches=min(50, args.rounds), rules=rules)

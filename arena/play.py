@@ -51,9 +51,14 @@ class ScriptedController:
 
 
 class PolicyController:
-    """A trained policy acting locally (mean action unless ``stochastic``)."""
+    """A trained policy acting locally: sampling, as it played in training (or its mean action).
 
-    def __init__(self, name: str, policy: Policy, seed: int = 0, stochastic: bool = False) -> None:
+    Sampling is the default because the mean action can be degenerate in this game: a
+    policy whose mean fire output is below 0 never fires with its mean, yet fires often
+    (and wins) with the exploration it was trained with.
+    """
+
+    def __init__(self, name: str, policy: Policy, seed: int = 0, stochastic: bool = True) -> None:
         if policy.obs_dim != OBS_DIM or policy.act_dim != ACT_DIM:
             raise ValueError(
                 f"{name}: policy sizes {policy.obs_dim}→{policy.act_dim} do not fit the tank arena ({OBS_DIM}→{ACT_DIM})"

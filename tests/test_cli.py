@@ -119,3 +119,30 @@ def test_serve_stops_cleanly_on_sigterm(tmp_path):
         process.kill()
         process.communicate()
     assert list((tmp_path / "checkpoints").glob("ckpt-*.pt"))
+
+
+def test_train_stops_cleanly_on_ctrl_c(tmp_path):
+    """Ctrl-C (SIGINT) during `arena train` ends it with exit 130, a summary and a loadable checkpoint."""
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "arena.cli", "train", "--matches", "4", "--minutes", "5", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "arena train:" in process.stdout.readline()
+        deadline = time.monotonic() + timeout(60)
+        while not (out / "metrics.jsonl").exists() and time.monotonic() < deadline:  # at least one update ran
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout(30)) == 130
+    finally:
+        process.kill()
+        process.communicate()
+    assert json.loads((out / "summary.json").read_text())["updates"] >= 1
+    checkpoint = sorted((out / "checkpoints").glob("ckpt-*.pt"))[-1]
+    assert arena("export", str(checkpoint), "-o", str(tmp_path / "p.weights")).returncode == 0

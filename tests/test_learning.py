@@ -24,7 +24,7 @@ def wins_against_sitting(policy: Policy, rounds: int = 40) -> int:
 def test_short_training_run_beats_the_untrained_policy(tmp_path):
     """40 s of `arena train` vs sitting wins clearly more 40-round matches than the same seed untrained."""
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "arena.cli", "train", "--minutes", "0.67", "--out", str(out)]
+    command = [sys.executable, "-m", "arena.cli", "train", "--workers", "1", "--minutes", "0.67", "--out", str(out)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout(180))
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
@@ -32,4 +32,5 @@ def test_short_training_run_beats_the_untrained_policy(tmp_path):
     arch, tensors = make_agent("ppo", OBS_DIM, ACT_DIM, seed=0).export_actor()
     untrained = wins_against_sitting(Policy.from_weights(Weights.pack(0, 0, arch, tensors)))
     trained = wins_against_sitting(load_policy(out))
+    print(f"trained {trained}/40 vs untrained {untrained}/40 against sitting")
     assert trained >= untrained + 8, f"trained {trained}/40 vs untrained {untrained}/40 against sitting"
