@@ -191,6 +191,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 # ── arena train ──────────────────────────────────────────────────────────────
 
 
+def _make_server(args: argparse.Namespace, obs_dim: int, act_dim: int, log: Callable[[dict[str, float]], None]) -> Any:
+    """The server both `train` and `serve` run: agent, limits, checkpoints in ``--out``, metrics log."""
+    from agents import make_agent
+    from server import ServerConfig, TrainerConfig, TrainingServer
+
+    if args.resume and not (args.out / "checkpoints").is_dir():
+        raise FileNotFoundError(f"--resume: no checkpoints in {args.out / 'checkpoints'}")
+    return TrainingServer(
+        make_agent(args.agent, obs_dim, act_dim, seed=args.seed),
+        ServerConfig(host=args.host, port=args.port, token=args.token),
+        TrainerConfig(
+            checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume
+        ),
+        update_hook=log,
+    )
+
+
 class _MetricsLog:
     """Appends one JSON line per update to ``metrics.jsonl`` (trainer thread)."""
 
@@ -210,8 +227,7 @@ class _MetricsLog:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from agents import make_agent
-    from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
+    from server import ServerThread
 
     from .play import MatchLog, play_learning_bot
     from .reach import ACT_DIM as REACH_ACT
@@ -219,8 +235,6 @@ def _train(args: argparse.Namespace) -> int:
     from .reach import play_reach
     from .tank.engine import ACT_DIM, OBS_DIM, TankRules
 
-    if args.resume and not (args.out / "checkpoints").is_dir():
-        raise FileNotFoundError(f"--resume: no checkpoints in {args.out / 'checkpoints'}")
     tank = args.game == "tank"
     if not tank and (args.opponent or args.rounds or args.workers):
         raise ValueError("--opponent, --rounds and --workers apply to --game tank only")
@@ -228,7 +242,6 @@ def _train(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
     opponents = args.opponent or ["sitting"]
     rules = TankRules(max_ticks=args.ticks_per_round)
-    args.out.mkdir(parents=True, exist_ok=True)
     minutes = args.minutes
     if minutes is None and args.rounds is None and args.steps is None:
         minutes = 5.0 if tank else 1.0
@@ -242,14 +255,8 @@ def _train(args: argparse.Namespace) -> int:
         else None,
     )
     obs_dim, act_dim = (OBS_DIM, ACT_DIM) if tank else (REACH_OBS, REACH_ACT)
-    server = TrainingServer(
-        make_agent(args.agent, obs_dim, act_dim, seed=args.seed),
-        ServerConfig(host=args.host, port=args.port, token=args.token),
-        TrainerConfig(
-            checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume
-        ),
-        update_hook=log,
-    )
+    server = _make_server(args, obs_dim, act_dim, log)
+    args.out.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
     reach_games: dict[int, Any] = {}
     errors: list[BaseException] = []
@@ -523,25 +530,11 @@ def _match(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from agents import make_agent
-    from server import ServerConfig, TrainerConfig, TrainingServer
-
     from .tank.engine import ACT_DIM, OBS_DIM
 
-    if args.resume and not (args.out / "checkpoints").is_dir():
-        raise FileNotFoundError(f"--resume: no checkpoints in {args.out / 'checkpoints'}")
-    config = ServerConfig(host=args.host, port=args.port, token=args.token)  # validates host/token first
     obs_dim, act_dim = args.obs_dim or OBS_DIM, args.act_dim or ACT_DIM
+    server = _make_server(args, obs_dim, act_dim, _MetricsLog(args.out / "metrics.jsonl", time.monotonic()))
     args.out.mkdir(parents=True, exist_ok=True)
-    log = _MetricsLog(args.out / "metrics.jsonl", time.monotonic())
-    server = TrainingServer(
-        make_agent(args.agent, obs_dim, act_dim, seed=args.seed),
-        config,
-        TrainerConfig(
-            checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume
-        ),
-        update_hook=log,
-    )
     logging.getLogger("server").setLevel(logging.INFO)
 
     async def run() -> None:
