@@ -66,6 +66,8 @@ def unpack(data: bytes, max_bin_len: int) -> tuple[str, Mapping[str, Any]]:
         containers += 1
         if containers > MAX_CONTAINERS:
             raise ValueError("too many containers")
+        if type(container) is dict and not all(type(key) is str for key in container):
+            raise ValueError("map keys must be strings")  # msgpack's strict_map_key still admits bin keys
         return container
 
     try:

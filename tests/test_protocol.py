@@ -402,3 +402,8 @@ def test_recorder_copies_rows_so_reused_buffers_cannot_change_them():
             np.zeros((1, 4), np.float32), buffer, np.zeros(1, np.float32), reward=[0.0], generation=0, version=0
         )
     assert batch is not None and batch.act[:, 0].tolist() == [1.0, 2.0]
+
+
+def test_bin_map_keys_rejected():
+    """Keys must be msgpack strings: bin keys (which strict_map_key admits) are refused too."""
+    assert_code(ErrorCode.UNDECODABLE, msgpack.packb({b"v": 1, "v": 1, "t": "hello"}, use_bin_type=True), None)
