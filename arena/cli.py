@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=0,
-        help="run N learning bots in worker processes instead of --bots threads (tank only; default: 0 = threads)",
+        help="run N learning bots in worker processes instead of --bots threads (tank only; default: 0 = threads); "
+        "--workers 1 trained 1.6x faster than a thread on 2 cores, see docs/arena.md",
     )
     budget = train.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=_positive_float, default=None, help="wall-clock budget (default: 5; reach: 1)")
