@@ -56,7 +56,7 @@ class ServerConfig:
     """Open bot connections; beyond it the handshake gets HTTP 503."""
     max_agents_per_bot: int = 4096
     segment_steps: int = 256
-    """Longest segment handed to the trainer; longer episodes are cut and bootstrapped."""
+    """Longest segment the trainer assembles for the agent; longer episodes are cut and bootstrapped."""
     error_budget: int = 10
     """Recoverable errors (answered with ``error``) a bot may cause per ``error_window`` before close 1008."""
     error_window: float = 60.0
@@ -65,7 +65,7 @@ class ServerConfig:
     queue_max_bytes: int | None = None
     """Capacity of the transition queue in bytes; ``None`` derives 4 x the agent's update batch
     (at least 64 KiB). Credits are withheld while it is full; if bots' outstanding credits
-    still overflow it, the oldest segments are dropped and counted
+    still overflow it, the oldest batches are dropped and counted
     (``dropped{reason="queue_full"}``) — a throughput-vs-staleness trade: larger holds more
     stale data for an on-policy learner, smaller throttles bots sooner."""
     # Logging
