@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from bot_protocol.client import BlockingBotClient, ClientConfig
 
-__all__ = ["ACT_DIM", "OBS_DIM", "ReachGame", "play_reach"]
+__all__ = ["ACT_DIM", "OBS_DIM", "ReachGame", "play_reach", "play_steps"]
 
 OBS_DIM = 4
 ACT_DIM = 2
@@ -94,20 +94,25 @@ def play_reach(
     game = ReachGame(n_agents, seed=seed)
     bot = BlockingBotClient(ClientConfig(url, name, OBS_DIM, ACT_DIM, n_agents=n_agents, token=token), seed=seed)
     with bot:
-        obs = game.observe()
-        for _ in range(steps):
-            if stop is not None and stop.is_set():
-                break
-            actions, logp = bot.act(obs)
-            result = game.step(actions)
-            bot.record(
-                obs,
-                actions,
-                logp,
-                reward=result.reward,
-                terminal=result.terminal,
-                truncated=result.truncated,
-                next_obs=result.final_obs,
-            )
-            obs = result.obs
+        play_steps(bot, game, steps, stop)
     return game, bot
+
+
+def play_steps(bot: BlockingBotClient, game: ReachGame, steps: int, stop: threading.Event | None = None) -> None:
+    """Act, step and record ``steps`` ticks (or until ``stop`` is set) with a connected bot."""
+    obs = game.observe()
+    for _ in range(steps):
+        if stop is not None and stop.is_set():
+            break
+        actions, logp = bot.act(obs)
+        result = game.step(actions)
+        bot.record(
+            obs,
+            actions,
+            logp,
+            reward=result.reward,
+            terminal=result.terminal,
+            truncated=result.truncated,
+            next_obs=result.final_obs,
+        )
+        obs = result.obs

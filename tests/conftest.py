@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import pytest
+import torch
 
 from agents import make_agent
 from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
@@ -37,6 +38,15 @@ def running_server(
         yield server
     finally:
         thread.stop()
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """Tiny networks: a second intra-op thread only adds contention on a 2-core runner."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture

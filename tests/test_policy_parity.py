@@ -17,13 +17,7 @@ from bot_protocol.policy import Policy
 OBS, ACT = 5, 3
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny networks: a second intra-op thread only adds contention on a 2-core runner."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make_agent(activation: str = "tanh", hidden=(16, 8), seed: int = 0) -> PPOAgent:

@@ -14,7 +14,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from arena.reach import ACT_DIM, OBS_DIM, ReachGame, play_reach
+from arena.reach import ACT_DIM, OBS_DIM, ReachGame, play_reach, play_steps
 from bot_protocol import SUBPROTOCOL, Error, Hello, RewardMode, TransitionBatch, Welcome, decode_from_server, encode
 from bot_protocol.client import BlockingBotClient, BotClient, ClientConfig, HandshakeRejected
 from server import TrainerConfig
@@ -94,20 +94,7 @@ def test_blocking_client_mid_round_disconnect_keeps_every_step(server):
     bot = BlockingBotClient(ClientConfig(server.url, "quitter", OBS_DIM, ACT_DIM, n_agents=2, batch_steps=10), seed=1)
     bot.connect()
     game = ReachGame(2, seed=3, max_steps=1000)
-    obs = game.observe()
-    for _ in range(15):  # 30 rows: 3 batches, no episode has ended
-        actions, logp = bot.act(obs)
-        result = game.step(actions)
-        bot.record(
-            obs,
-            actions,
-            logp,
-            reward=result.reward,
-            terminal=result.terminal,
-            truncated=result.truncated,
-            next_obs=result.final_obs,
-        )
-        obs = result.obs
+    play_steps(bot, game, 15)  # 30 rows: 3 batches, no episode has ended
     bot.flush()
     asyncio.run_coroutine_threadsafe(bot.client._connection.close(), bot._loop).result(5)  # abrupt: no bye
     deadline = time.monotonic() + timeout(10)
