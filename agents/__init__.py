@@ -12,6 +12,8 @@ from .base import Agent
 from .checkpoint import CheckpointInvalid, CheckpointStore
 from .common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_rewards
 from .ppo import PPOAgent, PPOConfig
+from .replay import ReplayBuffer
+from .td3 import TD3Agent, TD3Config, ddpg_config
 
 __all__ = [
     "AGENTS",
@@ -20,17 +22,21 @@ __all__ = [
     "CheckpointStore",
     "PPOAgent",
     "PPOConfig",
+    "ReplayBuffer",
     "Segment",
     "SegmentEnd",
+    "TD3Agent",
+    "TD3Config",
     "agent_from_checkpoint",
     "compute_gae",
+    "ddpg_config",
     "make_agent",
     "normalize_advantages",
     "segment_rewards",
 ]
 
-AGENTS = ("ppo",)
-"""Algorithm names accepted by :func:`make_agent` (DDPG and TD3 join with their issue)."""
+AGENTS = ("ppo", "ddpg", "td3")
+"""Algorithm names accepted by :func:`make_agent`."""
 
 
 def make_agent(name: str, obs_dim: int, act_dim: int, **overrides: Any) -> Agent:
@@ -41,6 +47,10 @@ def make_agent(name: str, obs_dim: int, act_dim: int, **overrides: Any) -> Agent
     """
     if name == "ppo":
         return PPOAgent(PPOConfig(obs_dim=obs_dim, act_dim=act_dim, **overrides))
+    if name == "td3":
+        return TD3Agent(TD3Config(obs_dim=obs_dim, act_dim=act_dim, **overrides))
+    if name == "ddpg":
+        return TD3Agent(ddpg_config(obs_dim, act_dim, **overrides))
     raise ValueError(f"unknown agent {name!r}; choose one of {', '.join(AGENTS)}")
 
 
@@ -54,8 +64,11 @@ def agent_from_checkpoint(state: dict[str, Any]) -> Agent:
     config = dict(state.get("config", {}))
     if "hidden" in config:
         config["hidden"] = tuple(config["hidden"])
+    agent: Agent
     if algo == "ppo":
         agent = PPOAgent(PPOConfig(**config))
+    elif algo in ("td3", "ddpg"):
+        agent = TD3Agent(TD3Config(**config))
     else:
         raise ValueError(f"checkpoint holds an unknown agent {algo!r}")
     agent.load_state_dict(state)

@@ -31,6 +31,14 @@ class Agent(Protocol):
     max_policy_lag: int | None
     """Segments acted by a policy more than this many versions old are dropped; ``None`` keeps all."""
 
+    @property
+    def drain_steps(self) -> int | None:
+        """Most steps the trainer takes from the queue per drain; ``None`` takes everything.
+
+        Off-policy agents take small bites while updates are owed, so each drain adds only
+        a publish's worth of owed updates: bots then wait briefly and often, not long and rarely.
+        """
+
     def observe(self, segments: list[Segment]) -> None:
         """Take segments (already filtered for staleness) into the rollout or replay buffer."""
 

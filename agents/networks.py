@@ -16,7 +16,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
-__all__ = ["Critic", "GaussianActor", "linear_arrays", "mlp"]
+__all__ = ["Critic", "GaussianActor", "check_same_shapes", "linear_arrays", "mlp"]
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -118,3 +118,12 @@ class Critic(nn.Module):
 
     def forward(self, obs: Tensor) -> Tensor:
         return self.net(obs).squeeze(-1)  # type: ignore[no-any-return]
+
+def check_same_shapes(name: str, expected: dict[str, Tensor], found: Any) -> None:
+    """Raise ``ValueError`` unless ``found`` (a checkpoint's state dict) has ``expected``'s keys and shapes."""
+    if not isinstance(found, dict) or set(found) != set(expected):
+        raise ValueError(f"checkpoint {name} network sizes do not match this run's (different layers)")
+    for key, tensor in expected.items():
+        if not isinstance(found[key], Tensor) or found[key].shape != tensor.shape:
+            shape = tuple(found[key].shape) if isinstance(found[key], Tensor) else type(found[key]).__name__
+            raise ValueError(f"checkpoint {name} network sizes differ: {key} is {shape}, this run needs {tuple(tensor.shape)}")

@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog="example: arena train --opponent sitting --opponent spinner --minutes 10 --out runs/tank",
     )
-    train.add_argument("--agent", choices=["ppo"], default="ppo", help="learning algorithm (default: ppo)")
+    _add_agent_flags(train)
     train.add_argument(
         "--game", choices=GAMES, default="tank", help="tank: the Robocode-style arena (default); reach: a tiny test game"
     )
@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
             "refused. Stop with Ctrl-C or SIGTERM: bots get close code 1001 and a final checkpoint is written."
         ),
     )
-    serve.add_argument("--agent", choices=["ppo"], default="ppo", help="learning algorithm (default: ppo)")
+    _add_agent_flags(serve)
     serve.add_argument(
         "--obs-dim", type=_positive_int, default=None, help="observation size bots must declare (default: tank's)"
     )
@@ -155,6 +155,47 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("checkpoint", type=Path, help="a checkpoint file (*.pt with its .json manifest) or a run directory")
     export.add_argument("-o", "--output", type=Path, required=True, help="file to write (e.g. policy.weights)")
     return parser
+
+
+def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent",
+        choices=["ppo", "ddpg", "td3"],
+        default="ppo",
+        help="learning algorithm: ppo (on-policy), ddpg or td3 (off-policy, replay buffer) (default: ppo)",
+    )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="torch device for training, e.g. cpu or cuda; on cuda the updates run as CUDA graphs (default: cpu)",
+    )
+    parser.add_argument(
+        "--save-replay",
+        action="store_true",
+        help="ddpg/td3: put the replay buffer in checkpoints so --resume continues exactly "
+        "(default: off; resume then re-runs a warm-up)",
+    )
+
+
+def _agent_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Config overrides for ``make_agent`` from the command line (checked before anything starts)."""
+    import torch
+
+    device = str(args.device)
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as exc:
+        raise ValueError(f"--device {device!r}: {exc}") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: this torch build sees no CUDA device")
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"--device {device}: only cpu and cuda are supported")
+    options: dict[str, Any] = {"seed": args.seed, "device": device}
+    if args.agent in ("ddpg", "td3"):
+        options["save_replay"] = bool(args.save_replay)
+    elif args.save_replay:
+        raise ValueError("--save-replay applies to ddpg and td3 only (ppo keeps no replay buffer)")
+    return options
 
 
 def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> None:
@@ -200,13 +241,20 @@ def _make_server(args: argparse.Namespace, obs_dim: int, act_dim: int, log: Call
     if args.resume and not (args.out / "checkpoints").is_dir():
         raise FileNotFoundError(f"--resume: no checkpoints in {args.out / 'checkpoints'}")
     return TrainingServer(
-        make_agent(args.agent, obs_dim, act_dim, seed=args.seed),
+        make_agent(args.agent, obs_dim, act_dim, **_agent_options(args)),
         ServerConfig(host=args.host, port=args.port, token=args.token),
         TrainerConfig(
             checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume
         ),
         update_hook=log,
     )
+
+
+_LOSS_FIGURES = {
+    "ppo": {"policy loss": "train/policy_loss", "value loss": "train/value_loss", "approx KL": "train/approx_kl"},
+    "off-policy": {"critic loss": "train/critic_loss", "actor loss": "train/actor_loss", "mean Q": "train/mean_q"},
+}
+"""Progress-display rows per kind of agent: label → metrics key."""
 
 
 class _MetricsLog:
@@ -456,12 +504,11 @@ class _Progress:
                 "bots connected": str(len(server.sessions)),
                 "transitions/s": f"{(received - before) / dt:,.0f}",
                 "mean return (last 100)": f"{m.get('rollout/ep_rew_mean', float('nan')):.2f}",
-                "policy loss": f"{m.get('train/policy_loss', float('nan')):.4f}",
-                "value loss": f"{m.get('train/value_loss', float('nan')):.4f}",
-                "approx KL": f"{m.get('train/approx_kl', float('nan')):.4f}",
-                "loop lag p99": f"{server.lag.percentiles()['p99'] * 1000:.1f} ms",
             }
         )
+        losses = _LOSS_FIGURES["ppo" if trainer.agent.name == "ppo" else "off-policy"]
+        figures.update({label: f"{m.get(key, float('nan')):.4f}" for label, key in losses.items()})
+        figures["loop lag p99"] = f"{server.lag.percentiles()['p99'] * 1000:.1f} ms"
         return figures
 
     def _table(self) -> Any:

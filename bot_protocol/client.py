@@ -328,7 +328,11 @@ class BotClient:
             logger.warning("ignored weights %s: not newer than (%d, %d)", identity, current.generation, current.version)
             return
         try:
-            policy = Policy.from_weights(weights)
+            # The message's own settings win; else welcome's (first install) or the current ones.
+            explore = self.welcome.explore if (initial or current is None) and self.welcome else None
+            if explore is None and current is not None:
+                explore = current.explore
+            policy = Policy.from_weights(weights, explore)
             if policy.obs_dim != self.config.obs_dim or policy.act_dim != self.config.act_dim:
                 raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"sizes {policy.obs_dim}→{policy.act_dim} do not match this bot")
         except ProtocolError as exc:

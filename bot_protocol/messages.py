@@ -207,26 +207,44 @@ class SessionSpec:
 class Architecture:
     """The actor network a ``weights`` message describes (enough to run it anywhere).
 
-    ``kind`` ``"gaussian_mlp"``: ``y = x``, then for each ``l{i}``:
+    Both kinds run the same MLP: ``y = x``, then for each ``l{i}``:
     ``y = y @ l{i}.weight.T + l{i}.bias``, with ``activation`` between layers (not after
-    the last). The action mean is ``y``; the exploration std is
-    ``exp(clip(log_std, log_std_min, log_std_max))``.
+    the last).
+
+    - ``"gaussian_mlp"`` (PPO): the action mean is ``y``; the exploration std is
+      ``exp(clip(log_std, log_std_min, log_std_max))`` from the ``log_std`` tensor.
+    - ``"tanh_mlp"`` (DDPG, TD3): the action is ``act_limit * tanh(y)``, deterministic;
+      exploration noise is the bot's to add, as the ``explore`` settings say.
     """
 
     kind: str
     layers: tuple[int, ...]
     activation: str
-    log_std_min: float
-    log_std_max: float
+    log_std_min: float = 0.0
+    log_std_max: float = 0.0
+    act_limit: float = 1.0
+    """``tanh_mlp`` only: actions lie in [-act_limit, act_limit] on every dimension."""
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "layers": list(self.layers),
-            "activation": self.activation,
-            "log_std_min": self.log_std_min,
-            "log_std_max": self.log_std_max,
-        }
+        wire: dict[str, Any] = {"kind": self.kind, "layers": list(self.layers), "activation": self.activation}
+        if self.kind == "tanh_mlp":
+            wire["act_limit"] = self.act_limit
+        else:
+            wire["log_std_min"] = self.log_std_min
+            wire["log_std_max"] = self.log_std_max
+        return wire
+
+    @classmethod
+    def from_mapping(cls, arch: Mapping[str, Any]) -> Architecture:
+        """From an agent's exported description (trusted, trainer side)."""
+        return cls(
+            kind=str(arch["kind"]),
+            layers=tuple(int(x) for x in arch["layers"]),
+            activation=str(arch["activation"]),
+            log_std_min=float(arch.get("log_std_min", 0.0)),
+            log_std_max=float(arch.get("log_std_max", 0.0)),
+            act_limit=float(arch.get("act_limit", 1.0)),
+        )
 
     @classmethod
     def from_wire(cls, m: Mapping[str, Any]) -> Architecture:
@@ -237,8 +255,14 @@ class Architecture:
             or not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 65536 for x in layers)
         ):
             raise ProtocolError(ErrorCode.BAD_FIELD, "field 'layers' must list at least two sizes in [1, 65536]")
+        kind = _str(m, "kind")
+        if kind == "tanh_mlp":
+            act_limit = _float(m, "act_limit")
+            if not act_limit > 0:
+                raise ProtocolError(ErrorCode.BAD_FIELD, f"field 'act_limit' must be > 0, got {act_limit}")
+            return cls(kind=kind, layers=tuple(layers), activation=_str(m, "activation"), act_limit=act_limit)
         return cls(
-            kind=_str(m, "kind"),
+            kind=kind,
             layers=tuple(layers),
             activation=_str(m, "activation"),
             log_std_min=_float(m, "log_std_min"),
@@ -301,7 +325,11 @@ class Hello(Message):
 
 @dataclass(frozen=True)
 class Weights(Message):
-    """Server → bot: a new actor. ``tensors`` is a safetensors file; ``sha256`` its digest."""
+    """Server → bot: a new actor. ``tensors`` is a safetensors file; ``sha256`` its digest.
+
+    ``explore`` (optional) replaces the bot's exploration settings from this version on;
+    an absent or empty map keeps the ones it has (see ``Welcome.explore``).
+    """
 
     TYPE: ClassVar[str] = "weights"
     generation: int
@@ -309,31 +337,34 @@ class Weights(Message):
     arch: Architecture
     tensors: bytes
     sha256: bytes
+    explore: Mapping[str, float] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        wire: dict[str, Any] = {
             "gen": self.generation,
             "ver": self.version,
             "arch": self.arch.to_wire(),
             "tensors": self.tensors,
             "sha256": self.sha256,
         }
+        if self.explore:
+            wire["explore"] = dict(self.explore)
+        return wire
 
     @classmethod
     def pack(
-        cls, generation: int, version: int, arch: Architecture | Mapping[str, Any], tensors: Mapping[str, NDArray[np.float32]]
+        cls,
+        generation: int,
+        version: int,
+        arch: Architecture | Mapping[str, Any],
+        tensors: Mapping[str, NDArray[np.float32]],
+        explore: Mapping[str, float] | None = None,
     ) -> Weights:
         """Build a weights message from float32 arrays: safetensors blob plus its sha256."""
         if not isinstance(arch, Architecture):
-            arch = Architecture(
-                kind=str(arch["kind"]),
-                layers=tuple(int(x) for x in arch["layers"]),
-                activation=str(arch["activation"]),
-                log_std_min=float(arch["log_std_min"]),
-                log_std_max=float(arch["log_std_max"]),
-            )
+            arch = Architecture.from_mapping(arch)
         blob = encode_tensors(tensors)
-        return cls(generation, version, arch, blob, hashlib.sha256(blob).digest())
+        return cls(generation, version, arch, blob, hashlib.sha256(blob).digest(), dict(explore or {}))
 
     @classmethod
     def from_wire(cls, m: Mapping[str, Any]) -> Weights:
@@ -346,7 +377,16 @@ class Weights(Message):
             arch=Architecture.from_wire(_map(m, "arch")),
             tensors=_bytes(m, "tensors"),
             sha256=digest,
+            explore=_explore(m),
         )
+
+
+def _explore(m: Mapping[str, Any]) -> dict[str, float]:
+    """The optional ``explore`` map: string keys to finite numbers."""
+    explore = _map(m, "explore") if "explore" in m else {}
+    if len(explore) > 16:
+        raise ProtocolError(ErrorCode.BAD_FIELD, "field 'explore' holds more than 16 settings")
+    return {k: _float(explore, k) for k in explore}
 
 
 @dataclass(frozen=True)
@@ -376,7 +416,6 @@ class Welcome(Message):
 
     @classmethod
     def from_wire(cls, m: Mapping[str, Any]) -> Welcome:
-        explore = _map(m, "explore") if "explore" in m else {}
         return cls(
             bot_id=_str(m, "bot_id"),
             session=_str(m, "session"),
@@ -384,7 +423,7 @@ class Welcome(Message):
             limits=Limits.from_wire(_map(m, "limits")),
             credit=_int(m, "credit", 0, 1 << 16),
             weights=Weights.from_wire(_map(m, "weights")),
-            explore={k: _float(explore, k) for k in explore},
+            explore=_explore(m),
         )
 
 

@@ -1,7 +1,12 @@
 """A numpy copy of the trainer's actor, so a bot acts locally with no torch installed.
 
-The forward pass matches ``agents.networks.GaussianActor`` within float32 tolerance
-(tested against it). A :class:`Policy` is immutable once built: a bot swaps the
+Two kinds of actor (see ``Architecture``): ``gaussian_mlp`` (PPO) samples around its
+mean with its own std; ``tanh_mlp`` (DDPG, TD3) is deterministic, and exploration is
+added here, as the server's ``explore`` settings say: uniform random actions while the
+trainer warms up its replay buffer, then Gaussian noise in action units, clipped to the
+bounds. The forward passes match ``agents.networks.GaussianActor`` and
+``agents.td3.DeterministicActor`` within float32 tolerance (tested against them).
+A :class:`Policy` is immutable once built: a bot swaps the
 whole object for a new one when weights arrive, so it never acts with half-updated
 weights.
 """
@@ -34,22 +39,33 @@ _ACTIVATIONS: dict[str, Callable[[NDArray[np.float32]], NDArray[np.float32]]] = 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
+KINDS = ("gaussian_mlp", "tanh_mlp")
+
+
 class Policy:
-    """A Gaussian MLP actor in numpy: ``act(obs)`` samples actions and their log-probs.
+    """An MLP actor in numpy: ``act(obs)`` picks actions (and their log-probs) for a batch.
 
     Args:
         arch: the network description from the ``weights`` message.
-        tensors: ``l{i}.weight`` (out, in), ``l{i}.bias`` (out,) per layer, and ``log_std``.
+        tensors: ``l{i}.weight`` (out, in), ``l{i}.bias`` (out,) per layer, and ``log_std``
+            (``gaussian_mlp`` only).
         generation, version: the weights' identity, stamped on every transition acted with them.
+        explore: ``tanh_mlp`` only: ``noise`` (Gaussian std in action units, default 0.1)
+            and ``random`` (1 = uniform random actions: the trainer is still warming up).
 
     Raises:
         ProtocolError: ``bad_weights`` when a tensor is missing or of the wrong shape.
     """
 
     def __init__(
-        self, arch: Architecture, tensors: Mapping[str, NDArray[np.float32]], generation: int = 0, version: int = 0
+        self,
+        arch: Architecture,
+        tensors: Mapping[str, NDArray[np.float32]],
+        generation: int = 0,
+        version: int = 0,
+        explore: Mapping[str, float] | None = None,
     ) -> None:
-        if arch.kind != "gaussian_mlp":
+        if arch.kind not in KINDS:
             raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"unsupported architecture kind {arch.kind!r}")
         if arch.activation not in _ACTIVATIONS:
             raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"unsupported activation {arch.activation!r}")
@@ -58,7 +74,13 @@ class Policy:
         self.version = version
         self._activation = _ACTIVATIONS[arch.activation]
         self._layers: list[tuple[NDArray[np.float32], NDArray[np.float32]]] = []
-        expected = {"log_std"}
+        self.deterministic_kind = arch.kind == "tanh_mlp"
+        self.explore = dict(explore or {})
+        self.noise = float(self.explore.get("noise", 0.1))
+        self.random = float(self.explore.get("random", 0.0)) >= 0.5
+        if not (math.isfinite(self.noise) and self.noise >= 0):
+            raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"explore noise must be a finite number >= 0, got {self.noise}")
+        expected = set() if self.deterministic_kind else {"log_std"}
         for i, (fan_in, fan_out) in enumerate(zip(arch.layers, arch.layers[1:], strict=False)):
             weight = _tensor(tensors, f"l{i}.weight", (fan_out, fan_in))
             bias = _tensor(tensors, f"l{i}.bias", (fan_out,))
@@ -68,6 +90,12 @@ class Policy:
         extra = set(tensors) - expected
         if extra:
             raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"unexpected tensors {sorted(extra)[:4]}")
+        if self.deterministic_kind:
+            self.limit = np.float32(arch.act_limit)
+            self.log_std = np.zeros(arch.layers[-1], dtype=np.float32)
+            self.std = np.zeros(arch.layers[-1], dtype=np.float32)
+            self._logp_const = 0.0
+            return
         log_std = _tensor(tensors, "log_std", (arch.layers[-1],))
         self.log_std = np.clip(log_std, arch.log_std_min, arch.log_std_max).astype(np.float32)
         self.std = np.exp(self.log_std).astype(np.float32)
@@ -82,24 +110,34 @@ class Policy:
         return self.arch.layers[-1]
 
     @classmethod
-    def from_weights(cls, weights: Weights) -> Policy:
+    def from_weights(cls, weights: Weights, explore: Mapping[str, float] | None = None) -> Policy:
         """Verify a ``weights`` message (sha256, blob limits, shapes) and build its policy.
+
+        ``explore`` applies when the message carries no ``explore`` map of its own (pass the
+        settings from ``welcome`` or of the policy being replaced).
 
         Raises:
             ProtocolError: ``bad_weights`` on any mismatch; the caller keeps its old policy.
         """
         if hashlib.sha256(weights.tensors).digest() != weights.sha256:
             raise ProtocolError(ErrorCode.BAD_WEIGHTS, "sha256 of the weights blob does not match")
-        return cls(weights.arch, decode_tensors(weights.tensors), weights.generation, weights.version)
+        settings = weights.explore or explore
+        return cls(weights.arch, decode_tensors(weights.tensors), weights.generation, weights.version, settings)
 
     def mean(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
-        """The action mean for a batch of observations, shape (n, act_dim)."""
+        """The noise-free action for a batch of observations, shape (n, act_dim).
+
+        ``gaussian_mlp``: the Gaussian's mean; ``tanh_mlp``: ``act_limit * tanh(y)``.
+        """
         y = np.asarray(obs, dtype=np.float32)
         last = len(self._layers) - 1
         for i, (weight_t, bias) in enumerate(self._layers):
             y = y @ weight_t + bias
             if i < last:
                 y = self._activation(y)
+        if self.deterministic_kind:
+            y = np.tanh(y, out=y)
+            y *= self.limit
         return y
 
     def act(
@@ -107,10 +145,21 @@ class Policy:
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         """Sample actions for a batch (n, obs_dim) and return them with their log-probs.
 
-        Actions are the raw Gaussian samples (not clipped): the game clips them to its
-        bounds, and the log-prob must be of the sample the policy actually drew.
+        ``gaussian_mlp``: actions are the raw Gaussian samples (not clipped): the game clips
+        them to its bounds, and the log-prob must be of the sample the policy actually drew.
+        ``tanh_mlp``: uniform random in the bounds while ``explore`` says ``random``, else
+        the actor's action plus N(0, noise²) clipped to ±act_limit; log-probs are zeros
+        (off-policy learners do not use them).
         """
         mean = self.mean(obs)
+        if self.deterministic_kind:
+            zeros = np.zeros(len(mean), dtype=np.float32)
+            if deterministic:
+                return mean, zeros
+            if self.random:
+                return rng.uniform(-self.limit, self.limit, size=mean.shape).astype(np.float32), zeros
+            noisy = mean + np.float32(self.noise) * rng.standard_normal(mean.shape, dtype=np.float32)
+            return np.clip(noisy, -self.limit, self.limit).astype(np.float32), zeros
         if deterministic:
             actions = mean
         else:

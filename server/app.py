@@ -379,7 +379,7 @@ class TrainingServer:
             limits=self.limits,
             credit=session.credit,
             weights=current.message,
-            explore=self.trainer.agent.explore_settings(),
+            explore=current.message.explore,
         )
         await connection.send(encode(welcome))
         self.sessions[bot_id] = session

@@ -135,7 +135,7 @@ class Trainer:
         arrivals = []
         if not self.agent.ready():
             with self.handover_lock:
-                arrivals = self.queue.drain()
+                arrivals = self.queue.drain(self.agent.drain_steps)
                 if arrivals:
                     kept = self._filter(self.builder.add(arrivals))
                     self.agent.observe(kept)
@@ -155,8 +155,9 @@ class Trainer:
         kept: list[Segment] = []
         max_lag = self.agent.max_policy_lag
         for segment in segments:
-            if segment.generation != self.generation:
-                # Acted by weights of an earlier run (before a resume): their log-probs mean nothing now.
+            if max_lag is not None and segment.generation != self.generation:
+                # On-policy only: acted by weights of an earlier run (before a resume), their
+                # log-probs mean nothing now. A replay buffer takes any policy's experience.
                 self.metrics.inc("transitions_dropped", segment.steps, reason="old_generation")
                 continue
             lag = self.version - segment.version
@@ -226,7 +227,7 @@ class Trainer:
 
     def _make_snapshot(self) -> WeightsSnapshot:
         arch, tensors = self.agent.export_actor()
-        return make_snapshot(self.generation, self.version, arch, tensors)
+        return make_snapshot(self.generation, self.version, arch, tensors, self.agent.explore_settings())
 
     # ── checkpoints ──────────────────────────────────────────────────────────
 

@@ -119,14 +119,28 @@ class TransitionQueue:
         self._arrivals = kept
         return dropped
 
-    def drain(self) -> list[Arrival]:
-        """Take every queued arrival (oldest first), leaving the queue empty."""
+    def drain(self, max_steps: int | None = None) -> list[Arrival]:
+        """Take queued arrivals, oldest first: all of them, or whole arrivals up to ``max_steps``.
+
+        A limited drain takes at least one arrival (a batch larger than ``max_steps`` is never split).
+        """
         with self._arrivals_lock:
-            taken = list(self._arrivals)
-            self._arrivals.clear()
-            self._bytes = 0
-            self._steps = 0
-            self._nonempty.clear()
+            if max_steps is None or self._steps <= max_steps:
+                taken = list(self._arrivals)
+                self._arrivals.clear()
+                self._bytes = 0
+                self._steps = 0
+            else:
+                taken = []
+                steps = 0
+                while self._arrivals and (not taken or steps + self._arrivals[0].steps <= max_steps):
+                    arrival = self._arrivals.popleft()
+                    taken.append(arrival)
+                    steps += arrival.steps
+                    self._bytes -= arrival.nbytes
+                    self._steps -= arrival.steps
+            if not self._arrivals:
+                self._nonempty.clear()
         return taken
 
     def wait(self, timeout: float) -> bool:

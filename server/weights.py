@@ -38,10 +38,18 @@ class WeightsSnapshot:
 
 
 def make_snapshot(
-    generation: int, version: int, arch: dict[str, Any], tensors: dict[str, NDArray[np.float32]]
+    generation: int,
+    version: int,
+    arch: dict[str, Any],
+    tensors: dict[str, NDArray[np.float32]],
+    explore: dict[str, float] | None = None,
 ) -> WeightsSnapshot:
-    """Serialize an exported actor into a ``weights`` message and frame (call on the trainer thread)."""
-    message = Weights.pack(generation, version, arch, tensors)
+    """Serialize an exported actor into a ``weights`` message and frame (call on the trainer thread).
+
+    ``explore`` rides along so a change (the end of an off-policy warm-up) reaches bots
+    with the weights that go with it.
+    """
+    message = Weights.pack(generation, version, arch, tensors, explore)
     return WeightsSnapshot(generation, version, message, encode(message), time.monotonic())
 
 
