@@ -119,6 +119,7 @@ class Critic(nn.Module):
     def forward(self, obs: Tensor) -> Tensor:
         return self.net(obs).squeeze(-1)  # type: ignore[no-any-return]
 
+
 def check_same_shapes(name: str, expected: dict[str, Tensor], found: Any) -> None:
     """Raise ``ValueError`` unless ``found`` (a checkpoint's state dict) has ``expected``'s keys and shapes."""
     if not isinstance(found, dict) or set(found) != set(expected):

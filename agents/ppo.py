@@ -7,6 +7,12 @@ guarded advantage normalization → epochs of shuffled minibatches (clipped surr
 value loss, gated entropy bonus) → guarded gradient step → log-std clamp. Every guard
 is one the Nim trainer this was ported from needed after a real failure; each one has
 its reason beside it.
+
+On CUDA (``PPOConfig.cuda_graph``) each minibatch step is captured once in a CUDA graph
+and replayed: a 64-row step is a few hundred tiny kernels, and launching them one by
+one from Python costs far more than running them. A graph cannot branch on the host,
+so that path decides the skip guard on the device (:meth:`PPOAgent._guarded_step`);
+the eager loop in :meth:`PPOAgent.update` is the reference it must match.
 """
 
 from __future__ import annotations
@@ -22,9 +28,14 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from .common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_rewards
-from .networks import Critic, GaussianActor
+from .networks import Critic, GaussianActor, check_same_shapes
 
-__all__ = ["PPOAgent", "PPOConfig"]
+__all__ = ["PPOAgent", "PPOConfig", "adam_step_unless"]
+
+_TOTALS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
+"""Per-minibatch statistics the device-side step sums (then its done and skipped counts)."""
+_GRAPH_WARMUP_STEPS = 3
+"""Eager minibatch steps (on a side stream) before capture, as the PyTorch CUDA-graph recipe asks."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,11 @@ class PPOConfig:
     """Steps gathered before each update."""
     max_policy_lag: int | None = 32
     """Segments acted by a policy more than this many versions behind are dropped (on-policy)."""
+    cuda_graph: bool = True
+    """On a CUDA device, capture the minibatch step in a CUDA graph and replay it (ignored on the CPU).
+
+    Same math and guards as the eager loop, with the skip decided on the device. A final
+    partial minibatch (steps not a multiple of ``minibatch_size``) runs the same step eagerly."""
     seed: int = 0
     device: str = "cpu"
 
@@ -121,16 +137,32 @@ class PPOAgent:
             config.log_std_max,
         ).to(self.device)
         self.critic = Critic(config.obs_dim, config.hidden, config.activation).to(self.device)
+        self.use_graph = self.device.type == "cuda" and config.cuda_graph
+        """Minibatches run :meth:`_guarded_step`, in a CUDA graph. Set on the CPU (tests only), the
+        same step runs without a graph: that is how the CPU tests check it against the eager loop."""
         self.optimizer = self._new_optimizer()
         self.updates = 0
         self._segments: list[Segment] = []
         self._held = 0
+        width = config.obs_dim + config.act_dim + 3  # obs | act | old_logp | adv | ret
+        self._static = torch.empty((config.minibatch_size, width), device=self.device) if self.use_graph else None
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._warmup_left = _GRAPH_WARMUP_STEPS
+        self._totals = torch.zeros(len(_TOTALS) + 2, device=self.device)  # sums, then done and skipped counts
 
     def _new_optimizer(self) -> torch.optim.Adam:
         params = [*self.actor.parameters(), *self.critic.parameters()]
         # fused: one kernel for all parameters instead of ~13 small ops per tensor; it made a
-        # 2048-step update ~25% faster on this 2-core CPU (the Adam math is the same).
-        return torch.optim.Adam(params, lr=self.config.learning_rate, eps=self.config.adam_eps, fused=True)
+        # 2048-step update ~25% faster on this 2-core CPU (the Adam math is the same). The
+        # device-side skip guard needs it too (see adam_step_unless), and a graph needs
+        # capturable (its step counts live on the device; fused ignores the flag otherwise).
+        return torch.optim.Adam(
+            params,
+            lr=self.config.learning_rate,
+            eps=self.config.adam_eps,
+            fused=True,
+            capturable=self.use_graph and self.device.type == "cuda",
+        )
 
     # ── data in ──────────────────────────────────────────────────────────────
 
@@ -141,6 +173,10 @@ class PPOAgent:
 
     def ready(self) -> bool:
         return self._held >= self.config.rollout_steps
+
+    @property
+    def drain_steps(self) -> int | None:
+        return None  # on-policy: take everything; stale segments are filtered, not queued longer
 
     @property
     def pending_steps(self) -> int:
@@ -200,31 +236,34 @@ class PPOAgent:
             "clip_fraction": 0.0,
             "grad_norm": 0.0,
         }
-        done_minibatches = skipped = 0
-        params = [*self.actor.parameters(), *self.critic.parameters()]
-        for _epoch in range(cfg.epochs):
-            order = torch.randperm(n, generator=self.generator).to(dev)
-            for start in range(0, n, cfg.minibatch_size):
-                idx = order[start : start + cfg.minibatch_size]
-                mb = self._minibatch_loss(obs[idx], actions[idx], old_logp[idx], adv_t[idx], ret_t[idx])
-                self.optimizer.zero_grad(set_to_none=True)
-                mb["loss"].backward()  # type: ignore[no-untyped-call]
-                self._gate_log_std_floor()
-                # A NaN/Inf (or absurd) gradient skips the step entirely: a no-op is safer than
-                # writing NaN into weights, which corrupts all later inference and hangs the bot.
-                grads = [p.grad for p in params if p.grad is not None]
-                grad_norm = float(torch.nn.utils.get_total_norm(grads))
-                if not math.isfinite(grad_norm) or grad_norm > cfg.skip_grad_norm or not torch.isfinite(mb["loss"]):
-                    skipped += 1
+        if self.use_graph:
+            done_minibatches, skipped = self._branchless_minibatches(obs, actions, old_logp, adv_t, ret_t, stats)
+        else:
+            done_minibatches = skipped = 0
+            params = [*self.actor.parameters(), *self.critic.parameters()]
+            for _epoch in range(cfg.epochs):
+                order = torch.randperm(n, generator=self.generator).to(dev)
+                for start in range(0, n, cfg.minibatch_size):
+                    idx = order[start : start + cfg.minibatch_size]
+                    mb = self._minibatch_loss(obs[idx], actions[idx], old_logp[idx], adv_t[idx], ret_t[idx])
                     self.optimizer.zero_grad(set_to_none=True)
-                    continue
-                torch.nn.utils.clip_grads_with_norm_(params, cfg.max_grad_norm, torch.tensor(grad_norm))
-                self.optimizer.step()
-                self.actor.clamp_log_std_()  # the raw parameter may not drift past the bounds
-                done_minibatches += 1
-                stats["grad_norm"] += grad_norm
-                for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"):
-                    stats[key] += float(mb[key])
+                    mb["loss"].backward()  # type: ignore[no-untyped-call]
+                    self._gate_log_std_floor()
+                    # A NaN/Inf (or absurd) gradient skips the step entirely: a no-op is safer than
+                    # writing NaN into weights, which corrupts all later inference and hangs the bot.
+                    grads = [p.grad for p in params if p.grad is not None]
+                    grad_norm = float(torch.nn.utils.get_total_norm(grads))
+                    if not math.isfinite(grad_norm) or grad_norm > cfg.skip_grad_norm or not torch.isfinite(mb["loss"]):
+                        skipped += 1
+                        self.optimizer.zero_grad(set_to_none=True)
+                        continue
+                    torch.nn.utils.clip_grads_with_norm_(params, cfg.max_grad_norm, torch.tensor(grad_norm))
+                    self.optimizer.step()
+                    self.actor.clamp_log_std_()  # the raw parameter may not drift past the bounds
+                    done_minibatches += 1
+                    stats["grad_norm"] += grad_norm
+                    for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"):
+                        stats[key] += float(mb[key])
         self.updates += 1
 
         y_var = float(np.var(returns))
@@ -284,6 +323,102 @@ class PPOAgent:
             at_floor = self.actor.log_std.detach() <= self.config.log_std_min
             grad.copy_(torch.where(at_floor, grad.clamp(max=0.0), grad))
 
+    # ── the device-side (CUDA-graph) minibatch path ──────────────────────────
+
+    def _branchless_minibatches(
+        self, obs: Tensor, actions: Tensor, old_logp: Tensor, adv: Tensor, ret: Tensor, stats: dict[str, float]
+    ) -> tuple[int, int]:
+        """The eager loop's epochs of minibatches, each step run by :meth:`_guarded_step`.
+
+        Same shuffles (the same CPU generator, drawn in the same order), same minibatches,
+        same math; only the skip decision stays on the device. Adds the sums of the
+        minibatch statistics to ``stats`` and returns (done, skipped) minibatch counts,
+        read back from the device once for the whole update.
+        """
+        cfg = self.config
+        n = len(obs)
+        # One matrix, so a minibatch is one gather into the graph's static input, not five.
+        rollout = torch.cat([obs, actions, old_logp[:, None], adv[:, None], ret[:, None]], dim=1)
+        self._totals.zero_()
+        for _epoch in range(cfg.epochs):
+            order = torch.randperm(n, generator=self.generator).to(self.device)
+            for start in range(0, n, cfg.minibatch_size):
+                idx = order[start : start + cfg.minibatch_size]
+                if len(idx) == cfg.minibatch_size and self.device.type == "cuda":
+                    self._graph_step(rollout, idx)
+                else:
+                    # A partial last minibatch (n not a multiple of minibatch_size) does not fit the
+                    # graph's static shapes: it runs the same step eagerly rather than being dropped,
+                    # so both paths train on every row. (On the CPU every step runs this way.)
+                    self._guarded_step(*self._columns(rollout[idx]))
+        totals = self._totals.tolist()  # the update's one host sync
+        for key, value in zip(_TOTALS, totals, strict=False):
+            stats[key] += value
+        return int(totals[-2]), int(totals[-1])
+
+    def _columns(self, rows: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """(obs, actions, old_logp, adv, ret) views of packed rollout rows."""
+        o, a = self.config.obs_dim, self.config.act_dim
+        return rows[:, :o], rows[:, o : o + a], rows[:, o + a], rows[:, o + a + 1], rows[:, o + a + 2]
+
+    def _graph_step(self, rollout: Tensor, idx: Tensor) -> None:
+        """One full minibatch on CUDA: gather its rows into the static input, replay the captured step.
+
+        The PyTorch CUDA-graph recipe: the first few steps after the optimizer is (re)built run
+        eagerly on a side stream (real steps on real minibatches; they also create Adam's
+        state, which a capture would only record, not run), then the next one is captured
+        over the static input. Capturing records without running, so it is then replayed.
+        Gradients are set to None before capture so the graph allocates, and owns, them.
+        """
+        assert self._static is not None, "the static input exists whenever use_graph is set on CUDA"
+        torch.index_select(rollout, 0, idx, out=self._static)
+        if self._graph is None:
+            current = torch.cuda.current_stream(self.device)
+            if self._warmup_left > 0:
+                self._warmup_left -= 1
+                side = torch.cuda.Stream(device=self.device)  # type: ignore[no-untyped-call]
+                side.wait_stream(current)
+                with torch.cuda.stream(side):
+                    self._guarded_step(*self._columns(self._static))
+                current.wait_stream(side)
+                return
+            self.optimizer.zero_grad(set_to_none=True)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                self._guarded_step(*self._columns(self._static))
+            self._graph = graph
+        self._graph.replay()
+
+    def _guarded_step(self, obs: Tensor, actions: Tensor, old_logp: Tensor, adv: Tensor, ret: Tensor) -> None:
+        """The eager loop's minibatch step with its guards decided on the device: no branch, no sync.
+
+        The eager loop reads the gradient norm back (a host sync per minibatch) and branches
+        on it, which a CUDA graph cannot hold. Here the guard is a device flag ``ok`` (the
+        same three tests) and every effect of a step is conditioned on it without leaving
+        the device: Adam runs with its skip input set to ``not ok`` (:func:`adam_step_unless`),
+        and the log-std clamp and the statistics are selected with ``torch.where``. So a
+        skipped minibatch changes nothing, parameters, Adam moments and step counts stay
+        bitwise equal, exactly like the eager ``continue``. Sums and the done/skipped
+        counts accumulate in ``self._totals``.
+        """
+        cfg = self.config
+        params = [*self.actor.parameters(), *self.critic.parameters()]
+        mb = self._minibatch_loss(obs, actions, old_logp, adv, ret)
+        # Zeroed in place, not set to None: a replayed graph writes gradients where it captured them.
+        self.optimizer.zero_grad(set_to_none=False)
+        mb["loss"].backward()  # type: ignore[no-untyped-call]
+        self._gate_log_std_floor()
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        ok = torch.isfinite(grad_norm) & (grad_norm <= cfg.skip_grad_norm) & torch.isfinite(mb["loss"])
+        # Clipping a skipped step's gradients (by a NaN or huge norm) is harmless: Adam ignores them.
+        torch.nn.utils.clip_grads_with_norm_(params, cfg.max_grad_norm, grad_norm)
+        adam_step_unless(self.optimizer, ~ok)
+        with torch.no_grad():
+            log_std = self.actor.log_std
+            log_std.copy_(torch.where(ok, log_std.clamp(cfg.log_std_min, cfg.log_std_max), log_std))
+            taken = torch.where(ok, torch.stack([*(mb[key] for key in _TOTALS[:-1]), grad_norm]), 0.0)
+            self._totals.add_(torch.cat([taken, torch.stack([ok, ~ok]).float()]))
+
     # ── export and persistence ───────────────────────────────────────────────
 
     def export_actor(self) -> tuple[dict[str, Any], dict[str, NDArray[np.float32]]]:
@@ -314,7 +449,7 @@ class PPOAgent:
         if state.get("algo") != self.name:
             raise ValueError(f"checkpoint holds a {state.get('algo')!r} agent, not {self.name!r}")
         for key, module in (("actor", self.actor), ("critic", self.critic)):
-            _check_same_shapes(key, module.state_dict(), state.get(key))
+            check_same_shapes(key, module.state_dict(), state.get(key))
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
         self.actor.clamp_log_std_()
@@ -330,7 +465,12 @@ class PPOAgent:
         for group in self.optimizer.param_groups:  # the run's config wins over the checkpoint's
             group["lr"] = self.config.learning_rate
             group["eps"] = self.config.adam_eps
+            # So does this device's: a checkpoint from an eager or CPU run says capturable=False, and
+            # load_state_dict copies that flag too, which would make the next graph capture fail.
+            group["capturable"] = self.optimizer.defaults["capturable"]
         self.updates = int(state.get("updates", 0))
+        self._graph = None  # it captured the replaced optimizer's state tensors: capture again
+        self._warmup_left = _GRAPH_WARMUP_STEPS
         if "shuffle_rng" in state:
             self.generator.set_state(state["shuffle_rng"])
 
@@ -343,10 +483,18 @@ class PPOAgent:
                         raise ValueError(f"Adam {key} shape {tuple(st[key].shape)} != parameter {tuple(p.shape)}")
 
 
-def _check_same_shapes(name: str, expected: dict[str, Tensor], found: Any) -> None:
-    if not isinstance(found, dict) or set(found) != set(expected):
-        raise ValueError(f"checkpoint {name} network sizes do not match this run's (different layers)")
-    for key, tensor in expected.items():
-        if not isinstance(found[key], Tensor) or found[key].shape != tensor.shape:
-            shape = tuple(found[key].shape) if isinstance(found[key], Tensor) else type(found[key]).__name__
-            raise ValueError(f"checkpoint {name} network sizes differ: {key} is {shape}, this run needs {tuple(tensor.shape)}")
+def adam_step_unless(optimizer: torch.optim.Adam, skip: Tensor) -> None:
+    """``optimizer.step()``, except that where ``skip`` (a 0-dim bool tensor) is true nothing changes.
+
+    No parameter, no moment and no step count moves, and the decision never leaves the
+    device (no sync), so it can sit inside a CUDA graph. This is fused Adam's own skip
+    input, the one :class:`torch.amp.GradScaler` drives after finding inf/NaN gradients
+    (``optimizer.found_inf``): the kernel returns early when it reads 1, and the step
+    counts' increment is subtracted back. It only exists for ``fused=True`` (on the CPU too).
+    """
+    assert all(group["fused"] for group in optimizer.param_groups), "found_inf skips only fused Adam"
+    optimizer.found_inf = skip.to(torch.float32)  # type: ignore[attr-defined]
+    try:
+        optimizer.step()
+    finally:
+        del optimizer.found_inf  # type: ignore[attr-defined]

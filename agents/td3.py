@@ -328,10 +328,7 @@ class TD3Agent:
                 self._budget += self.config.utd_ratio * segment.steps
 
     def ready(self) -> bool:
-        return (
-            len(self.replay) >= max(self.warmup_target, self.config.batch_size)
-            and self._budget >= self.config.policy_delay
-        )
+        return len(self.replay) >= max(self.warmup_target, self.config.batch_size) and self._budget >= self.config.policy_delay
 
     @property
     def pending_steps(self) -> int:
@@ -520,8 +517,7 @@ class TD3Agent:
             warnings.warn(f"optimizer state not reusable ({exc}); Adam re-created", stacklevel=2)
             self._new_optimizers()
         for optimizer in (self.actor_optimizer, self.critic_optimizer):
-            for group in optimizer.param_groups:  # the run's config wins over the checkpoint's
-                group["lr"] = self.config.learning_rate
+            _adopt_run_settings(optimizer, self.config.learning_rate, capturable=self.use_graph)
         self.updates = int(state.get("updates", 0))
         self.received = int(state.get("received", 0))
         self.replay = fresh
@@ -535,3 +531,20 @@ class TD3Agent:
         if "sample_rng" in state:
             self.sample_generator.set_state(state["sample_rng"])
             self.noise_generator.set_state(state["noise_rng"])
+
+
+def _adopt_run_settings(optimizer: torch.optim.Optimizer, learning_rate: float, capturable: bool) -> None:
+    """After loading Adam state: this run's learning rate, and this device's ``capturable``.
+
+    ``load_state_dict`` copies the checkpoint's flags too: a checkpoint from an eager or CPU
+    run says ``capturable=False`` and keeps step counts on the CPU, which makes the next CUDA
+    graph capture fail (and the reverse breaks a CPU resume of a GPU run).
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate
+        group["capturable"] = capturable
+        for param in group["params"]:
+            step = optimizer.state.get(param, {}).get("step")
+            if isinstance(step, Tensor):
+                device = param.device if capturable else torch.device("cpu")
+                optimizer.state[param]["step"] = step.to(device=device, dtype=torch.float32)

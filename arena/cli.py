@@ -143,6 +143,25 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--seed", type=int, default=0, help="seed for the agent")
     _add_server_flags(serve, default_port=8765)
 
+    gym = commands.add_parser(
+        "gym",
+        help="play a gymnasium environment as a bot of a running server",
+        description=(
+            "Connect to a training server (e.g. 'arena serve --agent td3 --obs-dim 3 --act-dim 1') and play "
+            "a gymnasium environment as one websocket bot: observations flattened to float32, actions "
+            "mapped from [-1, 1] to the environment's bounds, terminated and truncated kept apart. "
+            "Needs gymnasium (pip install -e '.[gym]')."
+        ),
+        epilog="example: arena gym Pendulum-v1 --url ws://127.0.0.1:8765 --steps 20000",
+    )
+    gym.add_argument("env", help="gymnasium environment id, e.g. Pendulum-v1")
+    gym.add_argument("--url", default="ws://127.0.0.1:8765", help="server URL (default: ws://127.0.0.1:8765)")
+    gym.add_argument("--n-envs", type=_positive_int, default=1, help="sub-environments in one vector env (default: 1)")
+    gym.add_argument("--steps", type=_positive_int, default=20_000, help="environment steps in all (default: 20000)")
+    gym.add_argument("--seed", type=int, default=0, help="seed for the environment and the exploration noise")
+    gym.add_argument("--name", default="gym", help="bot name shown by the server (default: gym)")
+    gym.add_argument("--token", default=os.environ.get("ARENA_TOKEN"), help="bearer token (default: $ARENA_TOKEN)")
+
     export = commands.add_parser(
         "export",
         help="write a checkpoint's policy in the bot-ready weights format",
@@ -222,12 +241,63 @@ def main(argv: Sequence[str] | None = None) -> int:
         "match": _match,
         "serve": _serve,
         "export": _export,
+        "gym": _gym,
     }
     try:
         return commands[args.command](args)
     except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
         print(f"arena {args.command}: error: {exc}", file=sys.stderr)
         return 2
+
+
+# ── arena gym ────────────────────────────────────────────────────────────────
+
+
+def _gym(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from bot_protocol.client import HandshakeRejected
+
+    from .gym_bot import GymBot, make_env
+
+    try:
+        environment = make_env(args.env, args.n_envs)
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
+    except Exception as exc:  # gymnasium's own errors (unknown id, bad kwargs) are not ours to type
+        raise ValueError(f"cannot make {args.env!r}: {exc}") from None
+    try:
+        bot = GymBot(args.url, environment, token=args.token, seed=args.seed, name=args.name)
+    except ValueError:
+        environment.close()
+        raise
+    try:
+        bot.connect()
+    except (OSError, TimeoutError, HandshakeRejected) as exc:
+        bot.close()
+        raise ValueError(f"cannot connect to {args.url}: {exc}") from None
+    print(f"arena gym: {args.env} x {args.n_envs} playing as bot {args.name!r} of {args.url}", flush=True)
+    returns: list[float] = []
+    done = 0
+    started = time.monotonic()
+    try:
+        while done < args.steps:
+            result = bot.run(min(2_000, args.steps - done))
+            done += result.steps
+            returns.extend(result.episode_returns)
+            recent = f"{np.mean(returns[-10:]):.1f}" if returns else "–"
+            version = result.policy.version if result.policy is not None else 0
+            print(
+                f"steps={done:,}  episodes={len(returns)}  mean return (last 10)={recent}  "
+                f"policy version={version}  env steps/s={done / max(time.monotonic() - started, 1e-6):,.0f}",
+                flush=True,
+            )
+    except KeyboardInterrupt:
+        print("arena gym: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        bot.close()
+    return 0
 
 
 # ── arena train ──────────────────────────────────────────────────────────────

@@ -444,6 +444,8 @@ class BlockingBotClient:
     def close(self) -> None:
         """Flush, say ``bye``, close the connection and stop the I/O thread (idempotent)."""
         if not self._thread.is_alive():
+            if not self._loop.is_closed() and not self._loop.is_running():
+                self._loop.close()  # never connected: its loop still holds a self-pipe socket pair
             return
         try:
             with contextlib.suppress(ConnectionError, ConnectionClosed, TimeoutError):
