@@ -50,7 +50,9 @@ class Agent(Protocol):
         """Steps held but not yet trained on (for the trainer's exact accounting)."""
 
     def update(self) -> dict[str, float]:
-        """One update. Returns metrics keyed ``train/...``, including ``train/steps_trained``."""
+        """One update. Returns metrics keyed ``train/...``, including ``train/steps_trained``,
+        ``train/applied_steps`` (gradient steps that changed the weights) and
+        ``train/skipped_steps`` (steps skipped by the non-finite guard: nothing moved)."""
 
     def export_actor(self) -> tuple[dict[str, Any], dict[str, NDArray[np.float32]]]:
         """(architecture, tensors) of the acting policy, in the bot-ready layout."""
@@ -63,3 +65,10 @@ class Agent(Protocol):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore from :meth:`state_dict`; raises ``ValueError`` on an incompatible network."""
+
+    def rollback(self, state: dict[str, Any]) -> None:
+        """Like :meth:`load_state_dict`, but keep the data the agent holds (rollout, replay buffer).
+
+        The trainer's recovery: after repeated non-finite updates or a crash, the learner
+        goes back to a good state without throwing away experience it already has.
+        """

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from .common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_rewards
+from .guards import adam_step_unless
 from .networks import Critic, GaussianActor, check_same_shapes
 
 __all__ = ["PPOAgent", "PPOConfig", "adam_step_unless"]
@@ -274,6 +275,9 @@ class PPOAgent:
                 "train/explained_variance": explained,
                 "train/skipped_minibatches": float(skipped),
                 "train/minibatches": float(done_minibatches),
+                # The trainer's guard keys (every agent reports them): steps applied and skipped.
+                "train/applied_steps": float(done_minibatches),
+                "train/skipped_steps": float(skipped),
                 "train/steps_trained": float(n),
                 "train/segments": float(len(segments)),
                 "train/advantage_guard": {"normalized": 0.0, "centered": 1.0, "zeroed": 2.0}[adv_branch],
@@ -474,6 +478,10 @@ class PPOAgent:
         if "shuffle_rng" in state:
             self.generator.set_state(state["shuffle_rng"])
 
+    def rollback(self, state: dict[str, Any]) -> None:
+        """Networks and Adam back to ``state``; the segments held for the next rollout stay."""
+        self.load_state_dict(state)
+
     def _check_optimizer_shapes(self) -> None:
         for group in self.optimizer.param_groups:
             for p in group["params"]:
@@ -481,20 +489,3 @@ class PPOAgent:
                 for key in ("exp_avg", "exp_avg_sq"):
                     if key in st and st[key].shape != p.shape:
                         raise ValueError(f"Adam {key} shape {tuple(st[key].shape)} != parameter {tuple(p.shape)}")
-
-
-def adam_step_unless(optimizer: torch.optim.Adam, skip: Tensor) -> None:
-    """``optimizer.step()``, except that where ``skip`` (a 0-dim bool tensor) is true nothing changes.
-
-    No parameter, no moment and no step count moves, and the decision never leaves the
-    device (no sync), so it can sit inside a CUDA graph. This is fused Adam's own skip
-    input, the one :class:`torch.amp.GradScaler` drives after finding inf/NaN gradients
-    (``optimizer.found_inf``): the kernel returns early when it reads 1, and the step
-    counts' increment is subtracted back. It only exists for ``fused=True`` (on the CPU too).
-    """
-    assert all(group["fused"] for group in optimizer.param_groups), "found_inf skips only fused Adam"
-    optimizer.found_inf = skip.to(torch.float32)  # type: ignore[attr-defined]
-    try:
-        optimizer.step()
-    finally:
-        del optimizer.found_inf  # type: ignore[attr-defined]

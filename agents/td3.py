@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 from torch import Tensor, nn
 
 from .common import Segment, SegmentEnd, segment_rewards
+from .guards import adam_step_unless, step_is_finite
 from .networks import check_same_shapes, linear_arrays, mlp
 from .replay import ReplayBatch, ReplayBuffer
 
@@ -295,14 +296,13 @@ class TD3Agent:
         self._graph: torch.cuda.CUDAGraph | None = None
         self._static: ReplayBatch | None = None
         self._stats = torch.zeros(3, device=self.device)  # critic loss, actor loss, mean q1
+        self._skips = torch.zeros(2, device=self.device)  # non-finite critic steps, actor steps (skipped)
 
     def _new_optimizers(self) -> None:
-        # capturable: Adam's step counter lives on the device, which a CUDA graph needs.
-        kw: dict[str, Any] = {"lr": self.config.learning_rate}
-        if self.use_graph:
-            kw["capturable"] = True
-        elif self.device.type == "cpu":
-            kw["foreach"] = True
+        # fused: one kernel for all parameters, and its skip input lets a non-finite step
+        # change nothing without a host sync (agents.guards). capturable: Adam's step counter
+        # lives on the device, which a CUDA graph needs.
+        kw: dict[str, Any] = {"lr": self.config.learning_rate, "fused": True, "capturable": self.use_graph}
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), **kw)
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), **kw)
 
@@ -347,13 +347,17 @@ class TD3Agent:
         """Up to ``updates_per_publish`` updates, in whole cycles of ``policy_delay``."""
         cfg = self.config
         cycles = max(1, min(int(self._budget), cfg.updates_per_publish) // cfg.policy_delay)
+        skips_before = self._skips.clone()
         for _ in range(cycles):
             self.run_cycle()
         done = cycles * cfg.policy_delay
         self._budget -= done
         trained, self._unreported = self._unreported, 0
         critic_loss, actor_loss, mean_q = self._stats.tolist()
+        critic_skips, actor_skips = (self._skips - skips_before).tolist()
         return {
+            "train/applied_steps": float(done - critic_skips),
+            "train/skipped_steps": float(critic_skips + actor_skips),
             "train/steps_trained": float(trained),
             "train/critic_loss": critic_loss,
             "train/actor_loss": actor_loss,
@@ -389,10 +393,12 @@ class TD3Agent:
         actor_loss = -self.critic.q1(obs, self.actor(obs)).mean()
         self.actor_optimizer.zero_grad(set_to_none=not self.use_graph)
         actor_loss.backward()  # type: ignore[no-untyped-call]
-        self.actor_optimizer.step()
-        polyak_foreach(self._target, self._online, cfg.tau)
+        ok, _ = step_is_finite(actor_loss, self.actor.parameters())
+        adam_step_unless(self.actor_optimizer, ~ok)
+        polyak_foreach(self._target, self._online, cfg.tau)  # online weights are finite: a skip moved nothing
         with torch.no_grad():
-            self._stats[1] = actor_loss.detach()
+            self._stats[1] = torch.where(ok, actor_loss.detach(), self._stats[1])
+            self._skips[1] += (~ok).float()
 
     def _critic_step(self, batch: ReplayBatch) -> None:
         # Inside a CUDA graph the default generator is the graph-safe one; eager runs use ours.
@@ -402,10 +408,13 @@ class TD3Agent:
         loss = (q - target).pow(2).mean(dim=1).sum()
         self.critic_optimizer.zero_grad(set_to_none=not self.use_graph)
         loss.backward()
-        self.critic_optimizer.step()
+        # A NaN/Inf loss or gradient skips the step entirely (nothing moves, not even Adam's state).
+        ok, _ = step_is_finite(loss, self.critic.parameters())
+        adam_step_unless(self.critic_optimizer, ~ok)
         with torch.no_grad():
-            self._stats[0] = loss.detach()
-            self._stats[2] = q[0].mean()
+            self._stats[0] = torch.where(ok, loss.detach(), self._stats[0])
+            self._stats[2] = torch.where(ok, q[0].mean(), self._stats[2])
+            self._skips[0] += (~ok).float()
 
     @torch.no_grad()
     def target_value(self, batch: ReplayBatch, generator: torch.Generator | None = None) -> Tensor:
@@ -493,41 +502,55 @@ class TD3Agent:
         ``warmup_steps`` fresh transitions (with the trained actor plus noise, not uniform
         random actions) before its next update, so it never trains on a near-empty buffer.
         """
-        if state.get("algo") != self.name:
-            raise ValueError(f"checkpoint holds a {state.get('algo')!r} agent, not {self.name!r}")
-        modules = (
-            ("actor", self.actor),
-            ("critic", self.critic),
-            ("actor_target", self.actor_target),
-            ("critic_target", self.critic_target),
-        )
-        for key, module in modules:
-            check_same_shapes(key, module.state_dict(), state.get(key))
         replay = state.get("replay")
         fresh = ReplayBuffer(self.config.buffer_size, self.config.obs_dim, self.config.act_dim, self.device)
+        self._check(state)
         if replay is not None:
             fresh.load_state_dict(replay)  # raises before anything else is touched
-        for key, module in modules:
-            module.load_state_dict(state[key])
-        self._new_optimizers()
-        try:
-            self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        except (ValueError, KeyError, RuntimeError) as exc:
-            warnings.warn(f"optimizer state not reusable ({exc}); Adam re-created", stacklevel=2)
-            self._new_optimizers()
-        for optimizer in (self.actor_optimizer, self.critic_optimizer):
-            _adopt_run_settings(optimizer, self.config.learning_rate, capturable=self.use_graph)
-        self.updates = int(state.get("updates", 0))
-        self.received = int(state.get("received", 0))
+        self._load_learner(state)
         self.replay = fresh
-        self._graph = None  # parameters were replaced in place, but optimizer state was not
         if replay is not None:
             self._budget = float(state.get("budget", 0.0))
             self.warmup_target = int(state.get("warmup_target", self.config.warmup_steps))
         else:
             self._budget = 0.0
             self.warmup_target = self.config.warmup_steps
+
+    def rollback(self, state: dict[str, Any]) -> None:
+        """Networks, optimizers, counters and RNG back to ``state``; the replay buffer and the
+        owed-update budget stay (the experience is still good; the learner went bad)."""
+        self._check(state)
+        self._load_learner(state)
+
+    def _check(self, state: dict[str, Any]) -> None:
+        if state.get("algo") != self.name:
+            raise ValueError(f"checkpoint holds a {state.get('algo')!r} agent, not {self.name!r}")
+        for key, module in self._modules():
+            check_same_shapes(key, module.state_dict(), state.get(key))
+
+    def _modules(self) -> tuple[tuple[str, nn.Module], ...]:
+        return (
+            ("actor", self.actor),
+            ("critic", self.critic),
+            ("actor_target", self.actor_target),
+            ("critic_target", self.critic_target),
+        )
+
+    def _load_learner(self, state: dict[str, Any]) -> None:
+        for key, module in self._modules():
+            module.load_state_dict(state[key])
+        self._new_optimizers()
+        try:
+            self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        except (ValueError, KeyError, RuntimeError) as exc:
+            warnings.warn(f"optimizer state not reusable ({exc}); Adam re-created", stacklevel=3)
+            self._new_optimizers()
+        for optimizer in (self.actor_optimizer, self.critic_optimizer):
+            _adopt_run_settings(optimizer, self.config.learning_rate, capturable=self.use_graph)
+        self.updates = int(state.get("updates", 0))
+        self.received = int(state.get("received", 0))
+        self._graph = None  # it captured the replaced optimizers' state tensors: capture again
         if "sample_rng" in state:
             self.sample_generator.set_state(state["sample_rng"])
             self.noise_generator.set_state(state["noise_rng"])

@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
     serve.add_argument("--seed", type=int, default=0, help="seed for the agent")
     _add_server_flags(serve, default_port=8765)
+    serve.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain: serve wss:// (needs --tls-key)")
+    serve.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
 
     gym = commands.add_parser(
         "gym",
@@ -306,13 +308,13 @@ def _gym(args: argparse.Namespace) -> int:
 def _make_server(args: argparse.Namespace, obs_dim: int, act_dim: int, log: Callable[[dict[str, float]], None]) -> Any:
     """The server both `train` and `serve` run: agent, limits, checkpoints in ``--out``, metrics log."""
     from agents import make_agent
-    from server import ServerConfig, TrainerConfig, TrainingServer
+    from server import TrainerConfig, TrainingServer
 
     if args.resume and not (args.out / "checkpoints").is_dir():
         raise FileNotFoundError(f"--resume: no checkpoints in {args.out / 'checkpoints'}")
     return TrainingServer(
         make_agent(args.agent, obs_dim, act_dim, **_agent_options(args)),
-        ServerConfig(host=args.host, port=args.port, token=args.token),
+        _server_config(args),
         TrainerConfig(
             checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume
         ),
@@ -325,6 +327,27 @@ _LOSS_FIGURES = {
     "off-policy": {"critic loss": "train/critic_loss", "actor loss": "train/actor_loss", "mean Q": "train/mean_q"},
 }
 """Progress-display rows per kind of agent: label → metrics key."""
+
+
+def _server_config(args: argparse.Namespace) -> Any:
+    from server import ServerConfig
+    from server.config import is_loopback
+
+    cert, key = getattr(args, "tls_cert", None), getattr(args, "tls_key", None)
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if path is not None and not path.is_file():
+            raise FileNotFoundError(f"{flag} {path}: no such file")
+    if cert is None and not is_loopback(args.host):
+        logging.getLogger("arena").warning(
+            "serving on %s without TLS: put a TLS-terminating proxy in front, or use --tls-cert", args.host
+        )
+    return ServerConfig(
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        tls_cert=str(cert) if cert else None,
+        tls_key=str(key) if key else None,
+    )
 
 
 class _MetricsLog:
@@ -440,7 +463,7 @@ def _train(args: argparse.Namespace) -> int:
                     (minutes is not None and elapsed >= minutes * 60)
                     or (args.rounds is not None and rounds_log.rounds >= args.rounds)
                     or (tank and args.steps is not None and rounds_log.ticks >= args.steps * args.matches * n_bots)
-                ):
+                ) or server.failed is not None:
                     stop.set()
                     if pool is not None:
                         pool.stop.set()
@@ -456,7 +479,10 @@ def _train(args: argparse.Namespace) -> int:
             pool.close(rounds_log)
             errors.extend(RuntimeError(f"worker exited with code {code}") for code in pool.failed())
         running.stop()  # bots get 1001, the trainer joins, the final checkpoint is written
-    if errors:
+    if server.failed is not None:
+        print(f"arena train: the trainer failed beyond its restart quota: {server.failed!r}", file=sys.stderr)
+        errors.append(server.failed)
+    elif errors:
         print(f"arena train: a bot failed: {errors[0]!r}", file=sys.stderr)
     summary = _summarize(args, server, time.monotonic() - started, rounds_log if tank else None, reach_games, opponents)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -667,7 +693,10 @@ def _serve(args: argparse.Namespace) -> int:
                 f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops",
                 flush=True,
             )
-            await stopping.wait()
+            waiters = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(server.wait_failed())]
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in waiters:
+                waiter.cancel()
             print("arena serve: stopping (bots get 1001, final checkpoint)…", flush=True)
 
     try:
@@ -675,6 +704,9 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"arena serve: error: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
         return 2
+    if server.failed is not None:
+        print(f"arena serve: error: the trainer failed beyond its restart quota: {server.failed!r}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -19,6 +19,7 @@ import http
 import itertools
 import json
 import logging
+import ssl
 import threading
 import time
 import uuid
@@ -49,6 +50,7 @@ from bot_protocol import (
 )
 from bot_protocol.codec import message_from_bot, unpack
 
+from .admission import Admission
 from .config import ServerConfig, TrainerConfig
 from .looplag import LoopLagMonitor
 from .metrics import Metrics
@@ -97,7 +99,11 @@ class TrainingServer:
             on_drained=self._drained_threadsafe,
             update_hook=update_hook,
             segment_steps=self.config.segment_steps,
+            on_fatal=self._fatal_threadsafe,
         )
+        self.failed: BaseException | None = None
+        """Set when the trainer gave up (crashes beyond its restart quota): the owner should close."""
+        self._failed_event: asyncio.Event | None = None
         self.agent_name = agent.name
         self.limits = Limits(
             self.config.max_batch, self.config.max_message_bytes, self.config.credit_window, self.config.max_abs
@@ -106,6 +112,15 @@ class TrainingServer:
         """Newest snapshot known to the event loop (the trainer's copy may be ahead by one hop)."""
         self.sessions: dict[str, BotSession] = {}
         self.lag = LoopLagMonitor(self.config.loop_lag_interval, self.config.loop_lag_warn)
+        cfg = self.config
+        self.admission = Admission(
+            cfg.max_connections_per_ip,
+            cfg.max_handshakes_per_ip_per_s,
+            cfg.auth_failures_before_block,
+            cfg.auth_failure_window,
+            cfg.auth_block_seconds,
+            cfg.limit_loopback,
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: Server | None = None
         self._ids = itertools.count(1)
@@ -120,6 +135,7 @@ class TrainingServer:
         """Bind, start the lag monitor and the trainer thread."""
         cfg = self.config
         self._loop = asyncio.get_running_loop()
+        self._failed_event = asyncio.Event()
         self._server = await serve(
             self._handler,
             cfg.host,
@@ -135,10 +151,20 @@ class TrainingServer:
             close_timeout=cfg.close_timeout,
             max_size=cfg.max_message_bytes,
             max_queue=cfg.max_queue_frames,
+            ssl=self._tls_context(),
         )
         self.lag.start()
         self.trainer.start()
         logger.info("serving %s agent on %s (obs %d, act %d)", self.agent_name, self.url, self.obs_dim, self.act_dim)
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        cfg = self.config
+        if cfg.tls_cert is None or cfg.tls_key is None:
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(cfg.tls_cert, cfg.tls_key)
+        return context
 
     @property
     def port(self) -> int:
@@ -148,7 +174,8 @@ class TrainingServer:
     @property
     def url(self) -> str:
         host = self.config.host if ":" not in self.config.host else f"[{self.config.host}]"
-        return f"ws://{host}:{self.port}"
+        scheme = "wss" if self.config.tls_cert else "ws"
+        return f"{scheme}://{host}:{self.port}"
 
     async def close(self) -> None:
         """Stop accepting, close bots with 1001, stop the trainer, write the final checkpoint (idempotent)."""
@@ -186,6 +213,18 @@ class TrainingServer:
 
     def _publish_threadsafe(self, snapshot: WeightsSnapshot) -> None:
         self._call_in_loop(self._publish, snapshot)
+
+    def _fatal_threadsafe(self, exc: BaseException) -> None:
+        self.failed = exc
+        if self._failed_event is not None:
+            self._call_in_loop(self._failed_event.set)
+
+    async def wait_failed(self) -> BaseException:
+        """Wait until the trainer gives up; returns its last exception."""
+        assert self._failed_event is not None, "start() first"
+        await self._failed_event.wait()
+        assert self.failed is not None
+        return self.failed
 
     def _drained_threadsafe(self) -> None:
         self._call_in_loop(self._return_withheld_credit)
@@ -230,7 +269,15 @@ class TrainingServer:
             healthy, body = self.health()
             status = http.HTTPStatus.OK if healthy else http.HTTPStatus.SERVICE_UNAVAILABLE
             return _respond(connection, status, json.dumps(body) + "\n", "application/json")
-        if not self._authorized(request.headers):
+        authorized = self._authorized(request.headers)
+        refusal = self.admission.check(_address(connection), authorized)
+        if refusal is not None:
+            self.metrics.inc("handshakes_rejected", reason="rate_limited")
+            response = _respond(connection, http.HTTPStatus(refusal.status), refusal.reason + "\n")
+            if refusal.retry_after is not None:
+                response.headers["Retry-After"] = str(refusal.retry_after)
+            return response
+        if not authorized:
             self.metrics.inc("handshakes_rejected", reason="unauthorized")
             response = _respond(connection, http.HTTPStatus.UNAUTHORIZED, "missing or invalid bearer token\n")
             response.headers["WWW-Authenticate"] = 'Bearer realm="arena"'
@@ -306,6 +353,8 @@ class TrainingServer:
     async def _handler(self, connection: ServerConnection) -> None:
         session: BotSession | None = None
         sender: asyncio.Task[None] | None = None
+        address = _address(connection)
+        self.admission.opened(address)
         try:
             session = await self._handshake(connection)
             if session is None:
@@ -330,6 +379,7 @@ class TrainingServer:
                 await connection.send(encode(Error(str(ErrorCode.INTERNAL), "internal server error")))
             await connection.close(CloseCode.INTERNAL_ERROR, "internal error")
         finally:
+            self.admission.closed(address)
             if sender is not None:
                 sender.cancel()
             if session is not None:
@@ -576,3 +626,9 @@ class ServerThread:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _address(connection: ServerConnection) -> str:
+    """The peer's IP address ('' when unknown, e.g. a unix socket)."""
+    remote = connection.remote_address
+    return str(remote[0]) if isinstance(remote, tuple) and remote else ""

@@ -94,8 +94,9 @@ class SegmentAssembler:
             current = self._open.get(agent)
             if current is None:
                 current = self._open[agent] = _Open(episode, generation=batch.generation, version=batch.version)
-            elif current.steps >= self.segment_steps:
-                # Cut at the length cap; the next step's observation bootstraps the cut.
+            elif current.steps >= self.segment_steps or current.generation != batch.generation:
+                # Cut at the length cap, or where the bot switched to a new generation's weights
+                # (a segment is acted by one generation); the next observation bootstraps the cut.
                 closed.extend(self._close(agent, SegmentEnd.CUT, batch.obs[rows[0]]))
                 continue
             take = rows[: self.segment_steps - current.steps]
@@ -172,7 +173,12 @@ class SegmentBuilder:
         closed: list[Segment] = []
         run: list[Arrival] = []
         for arrival in arrivals:
-            if run and (arrival.session != run[-1].session or arrival.batch is None or arrival.index != run[-1].index + 1):
+            if run and (
+                arrival.session != run[-1].session
+                or arrival.batch is None
+                or arrival.index != run[-1].index + 1
+                or arrival.batch.generation != run[-1].batch.generation  # type: ignore[union-attr]
+            ):
                 closed.extend(self._feed(run))
                 run = []
             if arrival.batch is None:

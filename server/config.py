@@ -54,6 +54,21 @@ class ServerConfig:
     """Largest float magnitude accepted from a bot."""
     max_connections: int = 512
     """Open bot connections; beyond it the handshake gets HTTP 503."""
+    max_connections_per_ip: int | None = 8
+    """Open connections from one address; beyond it HTTP 429 (``None``: no cap)."""
+    max_handshakes_per_ip_per_s: float | None = 20.0
+    """Handshakes per second from one address (bursts of as many); beyond it HTTP 429."""
+    auth_failures_before_block: int = 5
+    """Bad tokens from one address within ``auth_failure_window`` that block it (HTTP 429)."""
+    auth_failure_window: float = 60.0
+    auth_block_seconds: float = 60.0
+    limit_loopback: bool = False
+    """Apply the per-address limits to loopback clients too. Off by default: local bots and a
+    reverse proxy on the same host all arrive from 127.0.0.1 (limit per client at the proxy)."""
+    tls_cert: str | None = None
+    """PEM certificate chain: serve ``wss://`` (TLS >= 1.2). Needs ``tls_key``."""
+    tls_key: str | None = None
+    """PEM private key of ``tls_cert``."""
     max_agents_per_bot: int = 4096
     segment_steps: int = 256
     """Longest segment the trainer assembles for the agent; longer episodes are cut and bootstrapped."""
@@ -103,6 +118,14 @@ class ServerConfig:
             problems.append(f"queue_max_bytes must be >= 1, got {self.queue_max_bytes}")
         if not self.max_abs > 0:
             problems.append(f"max_abs must be > 0, got {self.max_abs}")
+        if self.max_connections_per_ip is not None and self.max_connections_per_ip < 1:
+            problems.append(f"max_connections_per_ip must be >= 1 or None, got {self.max_connections_per_ip}")
+        if self.max_handshakes_per_ip_per_s is not None and not self.max_handshakes_per_ip_per_s >= 1:
+            problems.append(f"max_handshakes_per_ip_per_s must be >= 1 or None, got {self.max_handshakes_per_ip_per_s}")
+        if self.auth_failures_before_block < 1 or not self.auth_failure_window > 0 or not self.auth_block_seconds >= 0:
+            problems.append("auth_failures_before_block must be >= 1, auth_failure_window > 0, auth_block_seconds >= 0")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            problems.append("tls_cert and tls_key go together")
         if problems:
             raise ValueError("invalid ServerConfig: " + "; ".join(problems))
 
@@ -124,6 +147,13 @@ class TrainerConfig:
     """Longest the trainer sleeps waiting for data before re-checking its stop flag (seconds)."""
     torch_threads: int | None = None
     """``torch.set_num_threads`` for the trainer; ``None`` leaves one core to the event loop."""
+    rollback_after_skips: int = 3
+    """Consecutive updates whose every step was skipped as non-finite before the agent rolls
+    back to its last good state (the generation is bumped, as after a resume)."""
+    max_restarts: int = 10
+    """Trainer crashes survived over the server's lifetime (ML-Agents' quota); one more stops the server."""
+    restart_interval: float = 60.0
+    """Seconds that must pass between two restarts; a faster crash loop stops the server."""
 
     def __post_init__(self) -> None:
         if self.checkpoint_interval <= 0 or self.idle_wait <= 0:
@@ -134,3 +164,5 @@ class TrainerConfig:
             raise ValueError("resume needs a checkpoint_dir")
         if self.torch_threads is not None and self.torch_threads < 1:
             raise ValueError("torch_threads must be >= 1 or None")
+        if self.rollback_after_skips < 1 or self.max_restarts < 0 or not self.restart_interval >= 0:
+            raise ValueError("rollback_after_skips must be >= 1, max_restarts >= 0 and restart_interval >= 0")

@@ -8,7 +8,9 @@ which the server wires to ``loop.call_soon_threadsafe``.
 
 from __future__ import annotations
 
+import copy
 import logging
+import math
 import os
 import random
 import threading
@@ -40,6 +42,15 @@ class Trainer:
         publish: called on the trainer thread with each new snapshot; must hand it to the loop thread-safely.
         on_drained: called after each drain (the server returns withheld credit).
         update_hook: called with each update's metrics (the CLI logs them); runs on the trainer thread.
+        on_fatal: called on the trainer thread when it gives up (a crash beyond the restart
+            quota); the server then shuts down and its command exits non-zero.
+
+    Supervision (ML-Agents' pattern): an exception inside :meth:`step` restarts the trainer
+    from the newest valid checkpoint (or the last good state in memory) with a new
+    generation, at most once per ``restart_interval`` and ``max_restarts`` times in all;
+    ingress keeps running meanwhile. Numerical guard: an update whose every gradient step
+    was skipped as non-finite publishes nothing; ``rollback_after_skips`` of those in a row
+    roll the agent back to its last good state.
     """
 
     def __init__(
@@ -52,6 +63,7 @@ class Trainer:
         on_drained: Callable[[], None] = lambda: None,
         update_hook: Callable[[dict[str, float]], None] | None = None,
         segment_steps: int = 256,
+        on_fatal: Callable[[BaseException], None] = lambda exc: None,
     ) -> None:
         self.agent = agent
         self.builder = SegmentBuilder(segment_steps)
@@ -61,6 +73,10 @@ class Trainer:
         self._publish = publish
         self._on_drained = on_drained
         self._update_hook = update_hook
+        self._on_fatal = on_fatal
+        self.restarts = 0
+        self._last_restart = -math.inf
+        self._skipped_in_a_row = 0
         self.generation = 0
         self.version = 0
         self.updates = 0
@@ -83,6 +99,7 @@ class Trainer:
         if config.resume:
             self.restore()
         self.snapshot = self._make_snapshot()
+        self._last_good = self._good_state()
         if self.store is not None and config.resume:
             # Make the new generation durable before any weights of it are published, so a
             # crash now can never lead a later resume to hand out this generation again.
@@ -103,13 +120,19 @@ class Trainer:
     def _run(self) -> None:
         threads = self.config.torch_threads or max(1, (os.cpu_count() or 2) - 1)
         torch.set_num_threads(threads)  # leave a core to the event loop (GIL stalls show up as loop lag)
-        try:
-            while not self._stop.is_set():
+        while not self._stop.is_set():
+            try:
                 if not self.step():
                     self.queue.wait(self.config.idle_wait)
-        except BaseException as exc:
-            self.error = exc
-            logger.exception("trainer thread crashed; training stopped, ingress keeps running")
+            except Exception as exc:
+                if self._restart(exc):
+                    continue
+                self.error = exc
+                logger.exception("trainer crashed beyond its restart quota; stopping the server")
+                if self.store is not None and self._state_is_finite():
+                    self.save_checkpoint()  # ML-Agents: a final checkpoint whenever the state is still valid
+                self._on_fatal(exc)
+                return
 
     def stop(self, timeout: float = 30.0, checkpoint: bool = True) -> None:
         """Stop and join the thread, then write a final checkpoint (if configured)."""
@@ -121,6 +144,71 @@ class Trainer:
                 return
         if checkpoint and self.store is not None and self.error is None:
             self.save_checkpoint()
+
+    # ── supervision and rollback ─────────────────────────────────────────────
+
+    def _restart(self, exc: Exception) -> bool:
+        """Recover from a crash inside :meth:`step` if the quota allows; False to give up."""
+        now = time.monotonic()
+        cfg = self.config
+        if self.restarts >= cfg.max_restarts or now - self._last_restart < cfg.restart_interval:
+            return False
+        self.restarts += 1
+        self._last_restart = now
+        self.metrics.inc("trainer_restarts")
+        logger.error("trainer crashed (restart %d of %d): %r", self.restarts, cfg.max_restarts, exc, exc_info=exc)
+        with self.handover_lock:
+            # Steps the failed update had taken out of the agent are gone: count them, so the
+            # accounting stays exact. What the agent still holds is kept.
+            lost = self.held_steps - self.agent.pending_steps
+            if lost > 0:
+                self.metrics.inc("transitions_dropped", lost, reason="trainer_restart")
+            self.held_steps = self.agent.pending_steps
+        found = self.store.load_latest() if self.store is not None else None
+        if found is not None:
+            state, path = found
+            logger.info("restarting from %s", path.name)
+            self._roll_back("restart", (state["agent"], int(state["version"])))
+        else:
+            self._roll_back("restart")
+        self._publish_new_generation()
+        return True
+
+    def _roll_back(self, why: str, target: tuple[dict[str, Any], int] | None = None) -> None:
+        """Restore ``target`` (default: the last good state kept in memory) under a new generation.
+
+        The agent keeps the data it holds (a replay buffer survives); only the learner's
+        networks, optimizers and counters go back.
+        """
+        state, version = target if target is not None else self._last_good
+        self.agent.rollback(copy.deepcopy(state))
+        highest = self.store.highest_generation() if self.store is not None else self.generation
+        self.generation = max(self.generation, highest) + 1
+        self.version = version
+        self.metrics.inc("rollbacks", reason=why)
+        logger.warning("rolled back to version %d (%s); now generation %d", version, why, self.generation)
+
+    def _publish_new_generation(self) -> None:
+        self.snapshot = self._make_snapshot()
+        self.metrics.set("policy_version", self.version)
+        if self.store is not None:
+            self.save_checkpoint()  # durable before bots see it, as after a resume
+        self._publish(self.snapshot)
+
+    def _good_state(self) -> tuple[dict[str, Any], int]:
+        """The agent's state (without any data buffer) and its version: the rollback target."""
+        state = {k: v for k, v in self.agent.state_dict().items() if k != "replay"}
+        return copy.deepcopy(state), self.version
+
+    def _state_is_finite(self) -> bool:
+        def finite(value: Any) -> bool:
+            if isinstance(value, torch.Tensor):
+                return not value.is_floating_point() or bool(torch.isfinite(value).all())
+            if isinstance(value, dict):
+                return all(finite(v) for v in value.values())
+            return True
+
+        return finite({k: v for k, v in self.agent.state_dict().items() if k != "replay"})
 
     # ── one unit of work ─────────────────────────────────────────────────────
 
@@ -146,8 +234,13 @@ class Trainer:
         if self.agent.ready():
             self._update()
             did_update = True
-        if self.store is not None and time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval:
-            self.save_checkpoint()
+        if time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval:
+            if self.store is not None:
+                self.save_checkpoint()
+            else:
+                self._last_checkpoint = time.monotonic()
+            if self._state_is_finite():
+                self._last_good = self._good_state()
         self.metrics.set("trainer_pending_steps", self.held_steps)
         return bool(arrivals) or did_update
 
@@ -214,7 +307,19 @@ class Trainer:
             stats["rollout/ep_rew_mean"] = float(np.mean(self.episode_returns))
             self.metrics.set("ep_rew_mean", stats["rollout/ep_rew_mean"])
         stats["time/update_seconds"] = elapsed
-        if self.updates % self.config.publish_every == 0:
+        applied = stats.get("train/applied_steps", 1.0)
+        if applied == 0 and stats.get("train/skipped_steps", 0.0) > 0:
+            # Every step was non-finite: the weights did not move; publish nothing. Repeated,
+            # it means the agent's state itself went bad: roll back to the last good one.
+            self._skipped_in_a_row += 1
+            self.metrics.inc("nan_skips")
+            logger.warning("update skipped: every gradient step was non-finite (%d in a row)", self._skipped_in_a_row)
+            if self._skipped_in_a_row >= self.config.rollback_after_skips:
+                self._skipped_in_a_row = 0
+                self._roll_back("nonfinite")
+                self._publish_new_generation()
+        elif self.updates % self.config.publish_every == 0:
+            self._skipped_in_a_row = 0
             self.version += 1
             self.snapshot = self._make_snapshot()
             self.metrics.set("policy_version", self.version)
