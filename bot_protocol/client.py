@@ -318,11 +318,13 @@ class BotClient:
         """Verify and swap in new weights; keep the current policy if anything is wrong.
 
         A ``weights`` message must be strictly newer than the current policy. The weights in
-        ``welcome`` are always adopted: they are what the server trains now, even after a
-        restart from scratch that reset the version.
+        ``welcome`` are adopted unless they are the very policy in use: they are what the
+        server trains now, even after a restart from scratch that reset the version.
         """
         current = self.policy
         identity = (weights.generation, weights.version)
+        if initial and current is not None and identity == (current.generation, current.version):
+            return  # a reconnect to the same policy: keep it (versions a bot adopts never repeat)
         if not initial and current is not None and identity <= (current.generation, current.version):
             self.stats.weights_rejected += 1
             logger.warning("ignored weights %s: not newer than (%d, %d)", identity, current.generation, current.version)

@@ -46,6 +46,10 @@ def encode(message: Message) -> bytes:
     return frame
 
 
+def _refuse_ext(code: int, data: bytes) -> Any:
+    raise ValueError("ext types are not part of the protocol")
+
+
 def unpack(data: bytes, max_bin_len: int) -> tuple[str, Mapping[str, Any]]:
     """Unpack a frame into its type and map, enforcing every structural limit.
 
@@ -83,6 +87,7 @@ def unpack(data: bytes, max_bin_len: int) -> tuple[str, Mapping[str, Any]]:
             max_array_len=MAX_CONTAINER_LEN,
             max_map_len=MAX_CONTAINER_LEN,
             max_ext_len=0,
+            ext_hook=_refuse_ext,  # max_ext_len=0 still admits zero-length ext objects
         )
     except msgpack.ExtraData:
         raise ProtocolError(ErrorCode.UNDECODABLE, "trailing bytes after the message") from None

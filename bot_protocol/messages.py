@@ -144,14 +144,18 @@ def check_floats(name: str, array: NDArray[np.float32], max_abs: float) -> None:
     """Reject NaN/Inf (``nonfinite``) and magnitudes above ``max_abs`` (``range``)."""
     if array.size == 0:
         return
-    # Fast path: two reductions, no temporaries. NaN fails both comparisons and Inf the
-    # bound, so anything wrong falls through to the exact checks below.
-    if array.max() <= max_abs and array.min() >= -max_abs:
-        return
-    if not np.isfinite(array).all():
-        raise ProtocolError(ErrorCode.NONFINITE, f"field {name!r} holds NaN or Inf")
-    if float(np.abs(array).max()) > max_abs:
-        raise ProtocolError(ErrorCode.RANGE, f"field {name!r} holds a value beyond ±{max_abs:g}")
+    # Compared as Python floats (float64): a float32 bound would round an unusual max_abs and
+    # let a value a hair above it through. errstate: a signalling NaN must not warn (with
+    # warnings as errors that would escape as something other than ProtocolError).
+    with np.errstate(invalid="ignore", over="ignore"):
+        # Fast path: two reductions, no temporaries. NaN fails both comparisons and Inf the
+        # bound, so anything wrong falls through to the exact checks below.
+        if float(array.max()) <= max_abs and float(array.min()) >= -max_abs:
+            return
+        if not np.isfinite(array).all():
+            raise ProtocolError(ErrorCode.NONFINITE, f"field {name!r} holds NaN or Inf")
+        if float(np.abs(array).max()) > max_abs:
+            raise ProtocolError(ErrorCode.RANGE, f"field {name!r} holds a value beyond ±{max_abs:g}")
 
 
 def _f32_bytes(array: NDArray[Any]) -> bytes:
@@ -539,7 +543,11 @@ class TransitionBatch(Message):
             columns[key] = joined[offset : offset + size].reshape(shape)
             offset += size
         max_abs = limits.max_abs
-        square_sum = float(joined @ joined) if joined.size else 0.0
+        # In float64: no overflow or underflow of the squares, and no float32 rounding that
+        # would let a value a hair above max_abs through.
+        with np.errstate(over="ignore", invalid="ignore"):
+            wide = joined.astype(np.float64)
+            square_sum = float(wide @ wide) if wide.size else 0.0
         if not square_sum <= max_abs * max_abs:
             for key, column in columns.items():
                 check_floats(key, column, max_abs)

@@ -68,7 +68,7 @@ def decode_tensors(
         raise _bad("weights header runs past the end of the blob")
     try:
         header = json.loads(bytes(data[8 : 8 + header_len]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: also integers past 4300 digits
         raise _bad("weights header is not valid JSON") from None
     if not isinstance(header, dict):
         raise _bad("weights header must be a JSON object")
@@ -81,7 +81,8 @@ def decode_tensors(
     for name, entry in header.items():
         if not isinstance(entry, dict):
             raise _bad(f"tensor {name[:64]!r}: entry must be an object")
-        dtype = _DTYPES.get(entry.get("dtype"))  # type: ignore[arg-type]
+        raw_dtype = entry.get("dtype")
+        dtype = _DTYPES.get(raw_dtype) if isinstance(raw_dtype, str) else None
         if dtype is None:
             raise _bad(f"tensor {name[:64]!r}: dtype must be F32")
         shape = entry.get("shape")
