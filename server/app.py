@@ -124,6 +124,7 @@ class TrainingServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: Server | None = None
         self._ids = itertools.count(1)
+        self._open_connections = 0
         self._background: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._closed = asyncio.Event()
@@ -286,7 +287,7 @@ class TrainingServer:
             return _respond(connection, http.HTTPStatus.OK, self.render_metrics(), "text/plain; version=0.0.4")
         if self._closing:
             return _respond(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, "server shutting down\n")
-        if len(self.sessions) >= self.config.max_connections:
+        if self._open_connections >= self.config.max_connections:
             self.metrics.inc("handshakes_rejected", reason="capacity")
             return _respond(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, "server at connection capacity\n")
         return None
@@ -355,6 +356,7 @@ class TrainingServer:
         sender: asyncio.Task[None] | None = None
         address = _address(connection)
         self.admission.opened(address)
+        self._open_connections += 1  # counted from the upgrade, not from hello: the cap covers both
         try:
             session = await self._handshake(connection)
             if session is None:
@@ -379,6 +381,7 @@ class TrainingServer:
                 await connection.send(encode(Error(str(ErrorCode.INTERNAL), "internal server error")))
             await connection.close(CloseCode.INTERNAL_ERROR, "internal error")
         finally:
+            self._open_connections -= 1
             self.admission.closed(address)
             if sender is not None:
                 sender.cancel()

@@ -226,6 +226,8 @@ class Trainer:
                 arrivals = self.queue.drain(self.agent.drain_steps)
                 if arrivals:
                     kept = self._filter(self.builder.add(arrivals))
+                    for left in (a.bot for a in arrivals if a.batch is None):
+                        self._forget_bot(left)
                     self.agent.observe(kept)
                     self.held_steps += sum(s.steps for s in kept)
             if arrivals:
@@ -261,6 +263,11 @@ class Trainer:
             self._track_returns(segment)
             kept.append(segment)
         return kept
+
+    def _forget_bot(self, bot: str) -> None:
+        """A bot left: its unfinished episodes' running returns will never complete (ids are not reused)."""
+        for key in [k for k in self._running_returns if k[0] == bot]:
+            del self._running_returns[key]
 
     def _track_returns(self, segment: Segment) -> None:
         key = (segment.bot, segment.agent)
@@ -370,7 +377,11 @@ class Trainer:
         assert self.store is not None
         found = self.store.load_latest()
         if found is None:
-            logger.info("no checkpoint to resume from in %s; starting fresh", self.store.directory)
+            # Every file torn, or none: start fresh, but never under a generation whose
+            # weights may already have reached bots (a dead run's files still name it).
+            self.generation = self.store.highest_generation() + 1
+            logger.info("no valid checkpoint to resume from in %s; starting fresh as generation %d",
+                        self.store.directory, self.generation)  # fmt: skip
             return False
         state, path = found
         self.agent.load_state_dict(state["agent"])
