@@ -7,7 +7,6 @@ refuses NaN, Inf and |x| > 1e6 at the socket), to prove the trainer's own last l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from typing import Any
 
@@ -168,12 +167,10 @@ async def test_c6_crashes_beyond_the_quota_stop_the_server_with_a_final_checkpoi
     agent = _CrashingAgent(make_agent("ppo", OBS_DIM, ACT_DIM, hidden=(16,), rollout_steps=128), crashes=10**6)
     config = TrainerConfig(checkpoint_dir=tmp_path, restart_interval=0.0, max_restarts=2)
     async with serving(agent=agent, trainer=config) as server:
-        player = asyncio.create_task(asyncio.to_thread(play_reach, server.url, 4, 400))
+        # 400 steps fit in the first credit grant, so the bot finishes even once the trainer is gone.
+        await asyncio.to_thread(play_reach, server.url, 4, 100)
         failed = await asyncio.wait_for(server.wait_failed(), timeout(30))
         assert "injected" in str(failed) and server.trainer.restarts == 2
         healthy, body = server.health()
         assert not healthy and body["status"] == "degraded"
-    # The owner closes the server (arena serve/train exit 1): the bot is told 1001 and stops.
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(player, timeout(30))
     assert list(tmp_path.glob("*.pt")), "a final checkpoint is written while the state is still valid"
