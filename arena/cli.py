@@ -337,17 +337,18 @@ def _server_config(args: argparse.Namespace) -> Any:
     for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
         if path is not None and not path.is_file():
             raise FileNotFoundError(f"{flag} {path}: no such file")
-    if cert is None and not is_loopback(args.host):
-        logging.getLogger("arena").warning(
-            "serving on %s without TLS: put a TLS-terminating proxy in front, or use --tls-cert", args.host
-        )
-    return ServerConfig(
+    config = ServerConfig(
         host=args.host,
         port=args.port,
         token=args.token,
         tls_cert=str(cert) if cert else None,
         tls_key=str(key) if key else None,
-    )
+    )  # validated first: a refused config is one line, with no warning before it
+    if cert is None and not is_loopback(args.host):
+        logging.getLogger("arena").warning(
+            "serving on %s without TLS: put a TLS-terminating proxy in front, or use --tls-cert", args.host
+        )
+    return config
 
 
 class _MetricsLog:
