@@ -982,7 +982,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     started = time.perf_counter()
-    frame_64, frame_256 = FrameTemplate(FrameSpec(64)), FrameTemplate(FrameSpec(256))
+    frame_bytes = {str(steps): FrameTemplate(FrameSpec(steps)).nbytes for steps in (64, 256, 1024)}
     out: dict[str, Any] = {
         "workload": {
             "obs_dim": OBS_DIM,
@@ -991,8 +991,8 @@ def main(argv: list[str] | None = None) -> int:
             "agents_per_bot": AGENTS_PER_BOT,
             "rows": "tick-major, random float32",
             "episodes": f"{FrameSpec().episode_ticks} ticks per agent, staggered; even agents end terminal, odd truncated",
-            "frame_bytes": {"64": frame_64.nbytes, "256": frame_256.nbytes},
-            "bytes_per_step": round(frame_64.nbytes / 64, 1),
+            "frame_bytes": frame_bytes,
+            "bytes_per_step": round(frame_bytes["64"] / 64, 1),
             "senders": "all connections in 1 separate spawned process, one asyncio loop",
         },
         "settings": {**asdict(settings), "quick": quick, "cpus": os.cpu_count(), "code_root": _code_root()},
@@ -1001,7 +1001,7 @@ def main(argv: list[str] | None = None) -> int:
     with SenderWorker() as worker:
         if "ingest" not in skip:
             with _stage("ingest: our TrainingServer (credit protocol) vs bare websockets + msgpack.unpackb, interleaved"):
-                out["ingest"] = bench_ingest(worker, settings, [1, 16, 64], [1, 16], [64, 256])
+                out["ingest"] = bench_ingest(worker, settings, [1, 16, 64], [1, 16], [64, 256, 1024])
         if "ppo" not in skip:
             with _stage("loop lag while PPO trains"):
                 out["ppo_lag_paced"] = bench_ppo_lag(worker, settings, settings.ppo_rate)

@@ -88,6 +88,8 @@ class Trainer:
         self._running_returns: dict[tuple[str, int], float] = {}
         self._lags: list[int] = []
         self._last_checkpoint = time.monotonic()
+        self._updated = False
+        """Whether the last :meth:`step` ran an update (else a drain only: the run loop pauses)."""
         self.handover_lock = threading.Lock()
         """Guards the hand-over of steps (queue → agent → update → trained counter) so
         :meth:`accounting` never sees a step in two places or in none. Never held during an update."""
@@ -124,6 +126,8 @@ class Trainer:
             try:
                 if not self.step():
                     self.queue.wait(self.config.idle_wait)
+                elif not self._updated and self.config.drain_interval:
+                    self._stop.wait(self.config.drain_interval)  # let arrivals pile up: one bulk drain
             except Exception as exc:
                 if self._restart(exc):
                     continue
@@ -236,6 +240,7 @@ class Trainer:
         if self.agent.ready():
             self._update()
             did_update = True
+        self._updated = did_update
         if time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval:
             if self.store is not None:
                 self.save_checkpoint()
