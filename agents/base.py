@@ -45,6 +45,14 @@ class Agent(Protocol):
     def ready(self) -> bool:
         """True when enough data is held for one update."""
 
+    def discard_stale(self, oldest_version: int) -> int:
+        """Drop held segments acted by a policy older than ``oldest_version``; returns their steps.
+
+        The trainer calls it right before each update of an agent with a ``max_policy_lag``:
+        staleness is checked when segments are drained, but a segment can then wait in the
+        agent while an update publishes a newer version, so it is checked again at train time.
+        """
+
     @property
     def pending_steps(self) -> int:
         """Steps held but not yet trained on (for the trainer's exact accounting)."""

@@ -175,9 +175,18 @@ class PPOAgent:
     def ready(self) -> bool:
         return self._held >= self.config.rollout_steps
 
+    def discard_stale(self, oldest_version: int) -> int:
+        kept = [s for s in self._segments if s.version >= oldest_version]
+        dropped = self._held - sum(s.steps for s in kept)
+        self._segments, self._held = kept, self._held - dropped
+        return dropped
+
     @property
     def drain_steps(self) -> int | None:
-        return None  # on-policy: take everything; stale segments are filtered, not queued longer
+        # On-policy: take just what the next rollout lacks. The rest waits in the queue, which
+        # is bounded and accounted (and withholds credit when full) rather than in the agent,
+        # where it would age past an update and be trained on at a larger policy lag.
+        return max(1, self.config.rollout_steps - self._held)
 
     @property
     def pending_steps(self) -> int:

@@ -334,6 +334,9 @@ class TD3Agent:
     def pending_steps(self) -> int:
         return self._unreported
 
+    def discard_stale(self, oldest_version: int) -> int:
+        return 0  # off-policy: the replay buffer takes any policy's experience
+
     @property
     def drain_steps(self) -> int | None:
         """Everything during the warm-up; then a publish's worth of updates per drain."""

@@ -235,7 +235,12 @@ class TrainingServer:
             return
         self.current = snapshot
         for session in self.sessions.values():
-            session.slot.offer(snapshot)
+            self._offer(session, snapshot)
+
+    def _offer(self, session: BotSession, snapshot: WeightsSnapshot) -> None:
+        """Queue ``snapshot`` for one bot (latest wins); start its sender task unless one runs."""
+        if session.slot.offer(snapshot) and session.sender is None:
+            session.sender = asyncio.get_running_loop().create_task(self._weights_sender(session))
 
     def _return_withheld_credit(self) -> None:
         if self.queue.full:
@@ -343,6 +348,9 @@ class TrainingServer:
         d("queue_bytes", "Payload bytes in the transition queue.")
         d("policy_version", "Newest published policy version.")
         d("policy_lag", "Versions between the acting and the current policy (last update).")
+        d("seq_gaps", "Accepted tr frames whose seq skipped ahead of the session's previous one.")
+        d("seq_gap_frames", "Sequence numbers skipped over by those gaps.")
+        d("bots_aborted", "Connections aborted by the server, by reason (write_stalled: read nothing for ping_timeout).")
         d("loop_lag_seconds", "Event-loop wake-up lateness over the recent window.")
         d("update_seconds", "Wall time of the last update.")
 
@@ -353,7 +361,6 @@ class TrainingServer:
 
     async def _handler(self, connection: ServerConnection) -> None:
         session: BotSession | None = None
-        sender: asyncio.Task[None] | None = None
         address = _address(connection)
         self.admission.opened(address)
         self._open_connections += 1  # counted from the upgrade, not from hello: the cap covers both
@@ -361,7 +368,6 @@ class TrainingServer:
             session = await self._handshake(connection)
             if session is None:
                 return
-            sender = asyncio.get_running_loop().create_task(self._weights_sender(connection, session))
             async for frame in connection:
                 if isinstance(frame, str):
                     self.metrics.inc("frames_rejected", code="text_frame")
@@ -383,9 +389,9 @@ class TrainingServer:
         finally:
             self._open_connections -= 1
             self.admission.closed(address)
-            if sender is not None:
-                sender.cancel()
             if session is not None:
+                if session.sender is not None:
+                    session.sender.cancel()
                 self._leave(session)
 
     async def _handshake(self, connection: ServerConnection) -> BotSession | None:
@@ -437,7 +443,7 @@ class TrainingServer:
         await connection.send(encode(welcome))
         self.sessions[bot_id] = session
         if self.current.identity > current.identity:  # published while welcome was being sent
-            session.slot.offer(self.current)
+            self._offer(session, self.current)
         self.metrics.inc("bots_connected")
         session.log.info("connected: %d agent(s), %s rewards, client %r", hello.n_agents, hello.reward, hello.client)
         return session
@@ -491,6 +497,11 @@ class TrainingServer:
             return await self._reject(
                 connection, session, ErrorCode.BAD_FIELD, "policy (gen, ver) newer than any published", batch.seq
             )
+        if batch.seq > session.last_seq + 1 and session.last_seq >= 0:
+            # Accepted (the frames in between may have been refused by the bot's own limits, or
+            # lost by a buggy bot): counted, so a bot that skips seqs shows up in /metrics.
+            self.metrics.inc("seq_gaps")
+            self.metrics.inc("seq_gap_frames", batch.seq - session.last_seq - 1)
         session.last_seq = batch.seq
         session.steps_accepted += batch.n
         self.metrics.inc("transitions_received", batch.n)
@@ -535,12 +546,53 @@ class TrainingServer:
         with contextlib.suppress(ConnectionClosed):
             await connection.send(frame)
 
-    async def _weights_sender(self, connection: ServerConnection, session: BotSession) -> None:
-        with contextlib.suppress(ConnectionClosed):
+    async def _weights_sender(self, session: BotSession) -> None:
+        """Send pending snapshots until none is left (a newer one may arrive during a send), then end."""
+        try:
+            with contextlib.suppress(ConnectionClosed):
+                while (snapshot := session.slot.take()) is not None:
+                    if not await self._send_with_progress(session.connection, session, snapshot.frame):
+                        return
+                    self.metrics.inc("weights_sent")
+        finally:
+            session.sender = None
+
+    async def _send_with_progress(self, connection: ServerConnection, session: BotSession, frame: bytes) -> bool:
+        """Send ``frame``; abort the connection if its socket drains nothing for ``ping_timeout`` s.
+
+        While a large frame is backed up in the socket of a bot that stopped reading,
+        websockets' keepalive cannot help: its ping waits behind the same full buffer before
+        its timeout starts. So the sender watches the write buffer itself: a slow reader
+        (the buffer shrinks, however slowly) is left alone; a stalled one is aborted (1006:
+        a peer that reads nothing cannot read a close frame either). Returns False if aborted.
+        """
+        deadline = self.config.ping_timeout
+        if deadline is None:
+            await connection.send(frame)
+            return True
+        sending = asyncio.ensure_future(connection.send(frame))
+        loop = asyncio.get_running_loop()
+        transport = connection.transport
+        last_size, last_progress = transport.get_write_buffer_size(), loop.time()
+        try:
             while True:
-                snapshot = await session.slot.next()
-                await connection.send(snapshot.frame)
-                self.metrics.inc("weights_sent")
+                done, _ = await asyncio.wait({sending}, timeout=min(1.0, deadline / 2))
+                if done:
+                    await sending  # re-raises ConnectionClosed
+                    return True
+                size = transport.get_write_buffer_size()
+                if size < last_size:
+                    last_size, last_progress = size, loop.time()
+                elif loop.time() - last_progress >= deadline:
+                    session.log.warning("aborting: the bot read nothing of its weights for %.0f s", deadline)
+                    self.metrics.inc("bots_aborted", reason="write_stalled")
+                    transport.abort()
+                    return False
+                else:
+                    last_size = size
+        finally:
+            if not sending.done():
+                sending.cancel()
 
     def _leave(self, session: BotSession) -> None:
         self.sessions.pop(session.bot_id, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import deque
@@ -52,6 +53,8 @@ class BotSession:
         self.terms = hello.reward is RewardMode.TERMS
         self.arrivals = 0
         self.slot = WeightsSlot(delivered)
+        self.sender: asyncio.Task[None] | None = None
+        """The task sending this bot's pending weights; exists only while something is pending."""
         self.credit = spec.limits.credit_window
         self.owed = 0
         self.withheld = False
@@ -62,7 +65,7 @@ class BotSession:
         self.connected_at = time.monotonic()
         self._error_budget = error_budget
         self._error_window = error_window
-        self._errors: deque[float] = deque()
+        self._errors: deque[float] | None = None  # made on the first error: most bots never err
         self.log = _BotLogger(logger, {"bot": bot_id})
 
     def arrival(self, batch: TransitionBatch | None) -> Arrival:
@@ -93,6 +96,8 @@ class BotSession:
     def strike(self, now: float | None = None) -> bool:
         """Record a recoverable error; True once the budget for the window is exhausted."""
         now = time.monotonic() if now is None else now
+        if self._errors is None:
+            self._errors = deque()
         self._errors.append(now)
         while self._errors and now - self._errors[0] > self._error_window:
             self._errors.popleft()

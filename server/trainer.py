@@ -9,6 +9,9 @@ which the server wires to ``loop.call_soon_threadsafe``.
 from __future__ import annotations
 
 import copy
+import hashlib
+import importlib.metadata
+import json
 import logging
 import math
 import os
@@ -236,10 +239,7 @@ class Trainer:
                     self.held_steps += sum(s.steps for s in kept)
             if arrivals:
                 self._on_drained()
-        did_update = False
-        if self.agent.ready():
-            self._update()
-            did_update = True
+        did_update = self.agent.ready() and self._update()
         self._updated = did_update
         if time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval:
             if self.store is not None:
@@ -295,7 +295,18 @@ class Trainer:
                 **{f"dropped_{k}": int(v) for k, v in self.metrics.by_label("transitions_dropped", "reason").items()},
             }
 
-    def _update(self) -> None:
+    def _update(self) -> bool:
+        """One update and its publish; False if stale data was discarded and too little is left."""
+        max_lag = self.agent.max_policy_lag
+        if max_lag is not None:
+            # Checked at drain time too; this catches segments that aged in the agent since.
+            with self.handover_lock:
+                stale = self.agent.discard_stale(self.version - max_lag)
+                if stale:
+                    self.held_steps -= stale
+                    self.metrics.inc("transitions_dropped", stale, reason="stale")
+            if not self.agent.ready():
+                return False
         start = time.perf_counter()
         stats = self.agent.update()
         elapsed = time.perf_counter() - start
@@ -341,6 +352,7 @@ class Trainer:
         self.last_metrics = stats
         if self._update_hook is not None:
             self._update_hook(stats)
+        return True
 
     def _make_snapshot(self) -> WeightsSnapshot:
         arch, tensors = self.agent.export_actor()
@@ -349,19 +361,26 @@ class Trainer:
     # ── checkpoints ──────────────────────────────────────────────────────────
 
     def state_dict(self) -> dict[str, Any]:
+        """Everything a bit-exact resume needs, plus what identifies the run (RELIABILITY.md C9)."""
+        agent_state = self.agent.state_dict()
         return {
-            "agent": self.agent.state_dict(),
+            "agent": agent_state,
             "generation": self.generation,
             "version": self.version,
             "updates": self.updates,
             "steps_trained": self.steps_trained,
             "rng": {
                 "torch": torch.get_rng_state(),
+                **({"torch_cuda": torch.cuda.get_rng_state_all()} if torch.cuda.is_available() else {}),
                 "python": list(random.getstate()[1]),
                 "python_version": random.getstate()[0],
                 "python_gauss": random.getstate()[2],
+                "numpy": _numpy_global_state(),
             },
             "episode_returns": list(self.episode_returns),
+            "config_hash": _config_hash(agent_state.get("config")),
+            "code_version": CODE_VERSION,
+            "torch_version": str(torch.__version__),  # a plain str: TorchVersion is no safe global
         }
 
     def save_checkpoint(self) -> None:
@@ -401,6 +420,51 @@ class Trainer:
             torch.set_rng_state(rng["torch"])
         if "python" in rng:
             random.setstate((rng["python_version"], tuple(rng["python"]), rng["python_gauss"]))
+        if "numpy" in rng:
+            _set_numpy_global_state(rng["numpy"])
+        if "torch_cuda" in rng and torch.cuda.is_available() and len(rng["torch_cuda"]) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(rng["torch_cuda"])
         self.episode_returns.extend(state.get("episode_returns", []))
         logger.info("resumed from %s: generation %d, version %d", path.name, self.generation, self.version)
         return True
+
+
+def _code_version() -> str:
+    try:
+        return importlib.metadata.version("arena-trainer")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+CODE_VERSION = _code_version()
+"""The installed ``arena-trainer`` version, recorded in every checkpoint."""
+
+
+def _config_hash(config: Any) -> str:
+    """sha256 of the agent's config as canonical JSON: tells two runs' settings apart at a glance."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _numpy_global_state() -> dict[str, Any]:
+    """NumPy's global generator (``np.random.*``) as plain values (``weights_only`` loads them)."""
+    state = np.random.get_state(legacy=False)
+    assert isinstance(state, dict)
+    inner = state["state"]
+    return {
+        "bit_generator": state["bit_generator"],
+        "key": [int(k) for k in inner["key"]],
+        "pos": int(inner["pos"]),
+        "has_gauss": int(state["has_gauss"]),
+        "gauss": float(state["gauss"]),
+    }
+
+
+def _set_numpy_global_state(saved: dict[str, Any]) -> None:
+    np.random.set_state(
+        {
+            "bit_generator": saved["bit_generator"],
+            "state": {"key": np.asarray(saved["key"], dtype=np.uint32), "pos": saved["pos"]},
+            "has_gauss": saved["has_gauss"],
+            "gauss": saved["gauss"],
+        }
+    )

@@ -8,7 +8,6 @@ every one (websockets' ``broadcast()`` has no backpressure and would copy per bo
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -54,26 +53,32 @@ def make_snapshot(
 
 
 class WeightsSlot:
-    """At most one pending snapshot per connection; a newer offer replaces an unsent one."""
+    """At most one pending snapshot per connection; a newer offer replaces an unsent one.
+
+    No event and no waiting task: an idle connection should cost as little memory as
+    possible (RELIABILITY.md L4), so the server starts a sender task only while
+    something is pending (see ``TrainingServer._offer``).
+    """
+
+    __slots__ = ("_pending", "delivered")
 
     def __init__(self, delivered: tuple[int, int]) -> None:
         self.delivered = delivered
         """Identity of the newest snapshot handed to the socket (or sent in ``welcome``)."""
         self._pending: WeightsSnapshot | None = None
-        self._ready = asyncio.Event()
 
-    def offer(self, snapshot: WeightsSnapshot) -> None:
+    def offer(self, snapshot: WeightsSnapshot) -> bool:
+        """Keep ``snapshot`` if it is newer than anything delivered or pending; True if kept."""
         if snapshot.identity <= self.delivered:
-            return
+            return False
         if self._pending is None or snapshot.identity > self._pending.identity:
             self._pending = snapshot
-            self._ready.set()
+            return True
+        return False
 
-    async def next(self) -> WeightsSnapshot:
-        """Wait for the next snapshot to send, and mark it delivered."""
-        while self._pending is None:
-            self._ready.clear()
-            await self._ready.wait()
+    def take(self) -> WeightsSnapshot | None:
+        """The snapshot to send now (marked delivered), or None when nothing is pending."""
         snapshot, self._pending = self._pending, None
-        self.delivered = snapshot.identity
+        if snapshot is not None:
+            self.delivered = snapshot.identity
         return snapshot

@@ -17,8 +17,7 @@ What the code does, asserted here:
 - C6 (trainer supervisor) is not here: it has its own test with the supervisor.
 
 Found and fixed: the trainer's per-bot running returns were never freed (C1); a resume whose
-every checkpoint is torn reused generation 0 (C3). Known gaps, kept as strict xfails:
-checkpoints carry no NumPy generator state, config hash or code version (C8, C9).
+every checkpoint is torn reused generation 0 (C3).
 
 Already covered elsewhere (not duplicated):
 
@@ -1100,12 +1099,6 @@ def test_c8_resume_in_a_fresh_process_is_bitwise_identical(c8_runs, agent):
             assert not differences(draws, resumed["draws"][name]), f"next draws of {name} differ"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plan gap (C8/C9): Trainer.state_dict saves the torch and Python generators but no NumPy generator state, "
-    "so a resumed process continues NumPy's global stream from its own seeding (the code itself draws from no "
-    "NumPy generator while training; the driver does, once per round)",
-)
 @pytest.mark.parametrize("agent", ["ppo", "td3"])
 def test_c8_numpy_generator_resumes_too(c8_runs, agent):
     straight, resumed = _c8_results(c8_runs, agent)
@@ -1175,7 +1168,7 @@ def _c9_rng_agent_generators(trainer: Trainer, state: dict[str, Any], manifest: 
 def _c9_rng_torch_cuda(trainer: Trainer, state: dict[str, Any], manifest: dict[str, Any]) -> None:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device: nothing to save")
-    assert any("cuda" in key for key in state["rng"]), "no torch.cuda RNG state"
+    assert len(state["rng"]["torch_cuda"]) == torch.cuda.device_count()
 
 
 def _c9_rng_numpy(trainer: Trainer, state: dict[str, Any], manifest: dict[str, Any]) -> None:
@@ -1201,11 +1194,7 @@ def _c9_code_version(trainer: Trainer, state: dict[str, Any], manifest: dict[str
 
 
 def _c9_torch_version(trainer: Trainer, state: dict[str, Any], manifest: dict[str, Any]) -> None:
-    assert state.get("torch_version", manifest.get("torch")) == torch.__version__  # today: the manifest's "torch"
-
-
-def _plan_gap(what: str) -> Any:
-    return pytest.mark.xfail(strict=True, reason=f"plan gap (C9): Trainer checkpoints carry no {what}")
+    assert state["torch_version"] == manifest["torch"] == torch.__version__
 
 
 C9_REQUIREMENTS = [
@@ -1219,16 +1208,12 @@ C9_REQUIREMENTS = [
     pytest.param(_c9_rng_python, id="rng_python"),
     pytest.param(_c9_rng_torch_cpu, id="rng_torch_cpu"),
     pytest.param(_c9_rng_agent_generators, id="rng_agent_generators"),
-    pytest.param(
-        _c9_rng_torch_cuda,
-        id="rng_torch_cuda",
-        marks=pytest.mark.xfail(torch.cuda.is_available(), strict=True, reason="plan gap (C9): no torch.cuda RNG state"),
-    ),
-    pytest.param(_c9_rng_numpy, id="rng_numpy", marks=_plan_gap("NumPy generator state (bit_generator.state)")),
+    pytest.param(_c9_rng_torch_cuda, id="rng_torch_cuda"),
+    pytest.param(_c9_rng_numpy, id="rng_numpy"),
     pytest.param(_c9_replay_buffer, id="replay_buffer"),
     pytest.param(_c9_config, id="config"),
-    pytest.param(_c9_config_hash, id="config_hash", marks=_plan_gap("config hash (the full config is saved)")),
-    pytest.param(_c9_code_version, id="code_version", marks=_plan_gap("code version (package version or git commit)")),
+    pytest.param(_c9_config_hash, id="config_hash"),
+    pytest.param(_c9_code_version, id="code_version"),
     pytest.param(_c9_torch_version, id="torch_version"),
 ]
 

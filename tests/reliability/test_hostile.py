@@ -1216,9 +1216,9 @@ async def test_h17_same_name_gets_distinct_ids_and_nothing_is_double_counted(cap
     assert all(not bot.stats.errors for bot in twins)
 
 
-async def test_h18_replayed_and_out_of_order_seq_dropped_as_duplicate_gaps_accepted(caplog):
+async def test_h18_replayed_and_out_of_order_seq_dropped_as_duplicate_gaps_counted(caplog):
     """Per session, ``seq`` must increase: a replay or an older seq gets ``error duplicate`` (ref = seq)
-    and is not counted; a gap is accepted silently (there is no gap counter)."""
+    and is not counted; a gap is accepted and counted (``seq_gaps``, ``seq_gap_frames``)."""
     async with serving() as server:
         ws, welcome = await open_bot(server.url, "seq")
         try:
@@ -1242,3 +1242,4 @@ async def test_h18_replayed_and_out_of_order_seq_dropped_as_duplicate_gaps_accep
     assert settled and state == (6, 20)
     assert received == 20  # seqs 0, 1, 2, 5, 6: each counted once
     assert rejected == {"duplicate": 3}
+    assert server.metrics.counter("seq_gaps") == 1 and server.metrics.counter("seq_gap_frames") == 2  # 3 and 4
