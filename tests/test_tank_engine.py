@@ -379,7 +379,7 @@ def test_random_play_invariants(n_tanks: int) -> None:
 
 
 def test_observation_shape_finite_bounded() -> None:
-    assert len(OBS_FIELDS) == OBS_DIM == 23 and len(set(OBS_FIELDS)) == OBS_DIM
+    assert len(OBS_FIELDS) == OBS_DIM == 25 and len(set(OBS_FIELDS)) == OBS_DIM
     for n_tanks in (2, 5):
         b = TankBattle(16, n_tanks, seed=4)
         rng = np.random.default_rng(0)
@@ -416,10 +416,16 @@ def test_observation_values() -> None:
     assert f["wall_behind"] == pytest.approx((300 - 18) / 1000)
     assert f["wall_right"] == pytest.approx((800 - 18 - 200) / 1000)
     assert f["enemies_alive"] == pytest.approx(1 / 7)
+    # Moving straight away along the line of fire: the intercept is dead ahead of the gun too.
+    assert f["lead_bearing_sin"] == pytest.approx(0.0, abs=1e-6) and f["lead_bearing_cos"] == pytest.approx(1.0)
+    # Crossing instead (enemy heading 90, moving up at 8): lead up, to the left of a gun aimed east.
+    b.heading[0, 1], b.velocity[0, 1] = 90.0, 8.0
+    f = dict(zip(OBS_FIELDS, b.observe()[0, 0].tolist(), strict=True))
+    assert f["lead_bearing_sin"] > 0.2 and f["gun_bearing_sin"] == pytest.approx(0.0, abs=1e-6)
     # No living enemy: the enemy part is zeros.
     b.alive[0, 1] = False
     o = b.observe()[0, 0]
-    assert (o[9:18] == 0).all() and o[22] == 0
+    assert (o[9:18] == 0).all() and o[22] == 0 and (o[23:25] == 0).all()
 
 
 def reference_obs(b: TankBattle, m: int, i: int) -> list[float]:
@@ -433,8 +439,9 @@ def reference_obs(b: TankBattle, m: int, i: int) -> list[float]:
     row += [b.velocity[m, i] / 8, b.energy[m, i] / 100]
     row += [math.sin(rel(b.gun_heading[m, i] - h)), math.cos(rel(b.gun_heading[m, i] - h)), b.gun_heat[m, i] / 3]
     enemies = [j for j in range(b.n_tanks) if j != i and b.alive[m, j]]
+    nearest = None
     if enemies:
-        j = min(enemies, key=lambda k: math.hypot(b.x[m, k] - b.x[m, i], b.y[m, k] - b.y[m, i]))
+        j = nearest = min(enemies, key=lambda k: math.hypot(b.x[m, k] - b.x[m, i], b.y[m, k] - b.y[m, i]))
         dx, dy = b.x[m, j] - b.x[m, i], b.y[m, j] - b.y[m, i]
         ang = math.degrees(math.atan2(dy, dx))
         row += [math.sin(rel(ang - h)), math.cos(rel(ang - h)), math.hypot(dx, dy) / 1000, b.energy[m, j] / 100]
@@ -451,7 +458,27 @@ def reference_obs(b: TankBattle, m: int, i: int) -> list[float]:
             ts.append(((r.height - 18 - b.y[m, i]) if s_ > 0 else (18 - b.y[m, i])) / s_)
         row.append(min(min(ts) / 1000, 1.0))
     row.append(len(enemies) / 7)
+    row.extend(reference_lead(b, m, i, nearest))
     return row
+
+
+def reference_lead(b: TankBattle, m: int, i: int, k: int | None) -> list[float]:
+    """sin, cos of (linear-targeting intercept of enemy k for a power-2 bullet - gun heading)."""
+    import math
+
+    if k is None:
+        return [0.0, 0.0]
+    r = b.rules
+    speed = r.bullet_speed_base - r.bullet_speed_factor * 2.0
+    vx = b.velocity[m, k] * math.cos(math.radians(b.heading[m, k]))
+    vy = b.velocity[m, k] * math.sin(math.radians(b.heading[m, k]))
+    px, py = b.x[m, k], b.y[m, k]
+    for _ in range(3):
+        t = math.hypot(px - b.x[m, i], py - b.y[m, i]) / speed + 1.0
+        px = min(max(b.x[m, k] + vx * t, 18.0), r.width - 18.0)
+        py = min(max(b.y[m, k] + vy * t, 18.0), r.height - 18.0)
+    angle = math.atan2(py - b.y[m, i], px - b.x[m, i]) - math.radians(b.gun_heading[m, i])
+    return [math.sin(angle), math.cos(angle)]
 
 
 @pytest.mark.parametrize("n_tanks", [2, 3, 8])

@@ -64,6 +64,8 @@ OBS_FIELDS: tuple[str, ...] = (
     "wall_behind",  # 20 ... heading + 180
     "wall_right",  # 21 ... heading - 90
     "enemies_alive",  # 22 living enemies / 7
+    "lead_bearing_sin",  # 23 direction to the linear-targeting intercept minus gun heading (0 = led)
+    "lead_bearing_cos",  # 24
 )
 OBS_DIM: int = len(OBS_FIELDS)
 ACT_DIM: int = 5
@@ -71,6 +73,8 @@ ACT_DIM: int = 5
 
 _TWO_PI = 2.0 * math.pi
 _DEG = math.pi / 180.0
+LEAD_POWER = 2.0
+"""Bullet power the lead features assume (speed 14): a mid-range shot; the learner may fire any power."""
 _HEAT_EPS = 1e-9  # gun heat below this is 0 (0.1-steps in floating point do not land on 0 exactly)
 _OVERLAP_EPS = 1e-6  # the push-apart pass separates tanks closer than 2R - eps
 _RAM_TOL = 0.05  # a collision needs an overlap of at least this (ignores push-apart residues in FFA jams)
@@ -275,7 +279,9 @@ class StepInfo:
     max_distance: float
     """The field diagonal (1000 for 800 x 600)."""
     gun_bearing_abs: NDArray[np.float32]
-    """(M, T) |angle between gun heading and the direction to the nearest enemy|, degrees in [0, 180] (180 if none)."""
+    """(M, T) |angle between gun heading and the linear-targeting intercept of the nearest enemy|
+    (see ``lead_bearing_*`` in OBS_FIELDS), degrees in [0, 180] (180 if none). The seed leaves
+    the bearing's target to the bot; the intercept is what a hit needs (head-on for a still tank)."""
     alive: NDArray[np.bool_]
     """(M, T) alive after this tick."""
     died: NDArray[np.bool_]
@@ -438,6 +444,34 @@ class TankBattle:
 
     # --- geometry helpers -----------------------------------------------------------------------
 
+    def _lead(
+        self, has: NDArray[np.bool_], dx: NDArray[np.float64], dy: NDArray[np.float64], j: NDArray[np.intp]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Unit vector (0 without an enemy) to where a power-2 bullet meets the nearest enemy
+        if it keeps its heading and speed (linear targeting, clipped to the field).
+
+        Aiming head-on misses any moving tank beyond close range; this is the point a gun
+        must lead to. It feeds the observation and the aim shaping term (``gun_bearing_abs``).
+        """
+        r = self.rules
+        if self.n_tanks == 2:
+            e_heading, e_vel = self.heading[:, ::-1], self.velocity[:, ::-1]
+        else:
+            e_heading, e_vel = np.take_along_axis(self.heading, j, 1), np.take_along_axis(self.velocity, j, 1)
+        eh = e_heading * _DEG
+        vx, vy = e_vel * np.cos(eh), e_vel * np.sin(eh)
+        speed = r.bullet_speed_base - r.bullet_speed_factor * LEAD_POWER
+        rad = r.tank_radius
+        ex, ey = self.x + dx, self.y + dy
+        px, py = ex, ey
+        for _ in range(3):  # fixed-point iteration on the flight time, as Robocode's linear targeting does
+            t = np.hypot(px - self.x, py - self.y) / speed + 1.0
+            px = np.clip(ex + vx * t, rad, r.width - rad)
+            py = np.clip(ey + vy * t, rad, r.height - rad)
+        lx, ly = px - self.x, py - self.y
+        inv = has / np.maximum(np.hypot(lx, ly), 1e-12)
+        return lx * inv, ly * inv
+
     def _nearest(
         self,
     ) -> tuple[NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.intp]]:
@@ -527,6 +561,9 @@ class TankBattle:
         np.minimum(np.minimum(ws, sc) * inv, 1.0, out=buf[21])
         n_alive = self.alive.sum(axis=1, keepdims=True)
         buf[22] = (n_alive - self.alive) * (1.0 / 7.0)
+        lux, luy = self._lead(has, dx, dy, j)
+        buf[23] = luy * cg - lux * sg  # sin(lead direction - gun heading)
+        buf[24] = lux * cg + luy * sg
         return buf.transpose(1, 2, 0).astype(np.float32)
 
     # --- step -----------------------------------------------------------------------------------
@@ -658,9 +695,10 @@ class TankBattle:
         self.truncated |= trunc
 
         # Step info.
-        has, ndx, ndy, dist, _ = self._nearest()
+        has, ndx, ndy, dist, nj = self._nearest()
         d_energy = energy - energy0
-        gb = np.abs(normalize_relative(np.degrees(np.arctan2(ndy, ndx)) - self.gun_heading))
+        lux, luy = self._lead(has, ndx, ndy, nj)
+        gb = np.abs(normalize_relative(np.degrees(np.arctan2(luy, lux)) - self.gun_heading))
         return StepInfo(
             energy_delta=d_energy.astype(np.float32),
             enemy_energy_delta=(d_energy.sum(axis=1, keepdims=True) - d_energy).astype(np.float32),
