@@ -594,6 +594,10 @@ def _ingest_only_agent(obs_dim: int, act_dim: int) -> Agent:
         def ready(self) -> bool:
             return False
 
+        @property
+        def drain_steps(self) -> int | None:
+            return None  # take everything each drain (a PPO agent takes only what its rollout lacks)
+
     return IngestOnlyAgent(PPOConfig(obs_dim=obs_dim, act_dim=act_dim))
 
 

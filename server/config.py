@@ -146,7 +146,7 @@ class TrainerConfig:
     idle_wait: float = 0.05
     """Longest the trainer sleeps waiting for data before re-checking its stop flag (seconds)."""
     drain_interval: float = 0.01
-    """Seconds the trainer lets arrivals pile up after a drain that did not lead to an update.
+    """Seconds the trainer lets arrivals pile up after a drain that emptied the queue without an update.
 
     Draining each frame as it lands hands the GIL back and forth between the event loop and
     the trainer thousands of times a second; every hand-off can cost the loop up to the

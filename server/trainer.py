@@ -129,8 +129,8 @@ class Trainer:
             try:
                 if not self.step():
                     self.queue.wait(self.config.idle_wait)
-                elif not self._updated and self.config.drain_interval:
-                    self._stop.wait(self.config.drain_interval)  # let arrivals pile up: one bulk drain
+                elif not self._updated and self.config.drain_interval and not len(self.queue):
+                    self._stop.wait(self.config.drain_interval)  # drained it dry: let arrivals pile up
             except Exception as exc:
                 if self._restart(exc):
                     continue
