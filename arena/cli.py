@@ -196,6 +196,51 @@ def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
         help="ddpg/td3: put the replay buffer in checkpoints so --resume continues exactly "
         "(default: off; resume then re-runs a warm-up)",
     )
+    parser.add_argument(
+        "--agent-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override one field of the agent's config, e.g. entropy_coef=0.001 or hidden=128,128 "
+        "(repeatable; see docs/agents.md for the fields; values are checked before anything starts)",
+    )
+
+
+def _parse_agent_options(agent: str, pairs: Sequence[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` strings → config overrides, typed after the config field they name."""
+    import dataclasses
+
+    from agents import PPOConfig, TD3Config
+
+    fields = {f.name: f for f in dataclasses.fields(PPOConfig if agent == "ppo" else TD3Config)}
+    fixed = {"obs_dim", "act_dim", "seed", "device"}  # set by the game and by their own flags
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in fields or name in fixed:
+            known = ", ".join(sorted(set(fields) - fixed))
+            raise ValueError(f"--agent-option {pair!r}: expected NAME=VALUE with NAME one of: {known}")
+        default = fields[name].default
+        try:
+            if text.strip().lower() == "none":
+                value: Any = None  # the config itself says whether None is allowed
+            elif isinstance(default, bool):
+                if text.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError("expected true or false")
+                value = text.lower() in ("true", "1")
+            elif isinstance(default, tuple):
+                value = tuple(int(v) for v in text.split(",") if v.strip())
+            elif isinstance(default, int):
+                value = int(text)
+            elif isinstance(default, str):
+                value = text
+            else:
+                value = float(text)
+        except ValueError as exc:
+            raise ValueError(f"--agent-option {pair!r}: {exc}") from None
+        options[name] = value
+    return options
 
 
 def _agent_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -211,7 +256,7 @@ def _agent_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"--device {device}: this torch build sees no CUDA device")
     if kind not in ("cpu", "cuda"):
         raise ValueError(f"--device {device}: only cpu and cuda are supported")
-    options: dict[str, Any] = {"seed": args.seed, "device": device}
+    options: dict[str, Any] = {"seed": args.seed, "device": device, **_parse_agent_options(args.agent, args.agent_option)}
     if args.agent in ("ddpg", "td3"):
         options["save_replay"] = bool(args.save_replay)
     elif args.save_replay:

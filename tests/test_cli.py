@@ -72,6 +72,10 @@ def test_match_json_and_export_round_trip(tmp_path):
         ("match", "--bot", "sitting"),
         ("match", "--bot", "sitting", "--bot", "/nonexistent/policy.pt"),
         ("export", "/nonexistent/ckpt.pt", "-o", "/tmp/x.weights"),
+        ("train", "--agent-option", "entropy_coef=lots"),
+        ("train", "--agent-option", "no_such_field=1"),
+        ("train", "--agent-option", "clip_epsilon=2"),
+        ("train", "--agent", "td3", "--agent-option", "entropy_coef=0"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(args):
@@ -146,3 +150,11 @@ def test_train_stops_cleanly_on_ctrl_c(tmp_path):
     assert json.loads((out / "summary.json").read_text())["updates"] >= 1
     checkpoint = sorted((out / "checkpoints").glob("ckpt-*.pt"))[-1]
     assert arena("export", str(checkpoint), "-o", str(tmp_path / "p.weights")).returncode == 0
+
+
+def test_agent_options_are_typed_after_the_config_fields():
+    from arena.cli import _parse_agent_options
+
+    parsed = _parse_agent_options("ppo", ["entropy_coef=0.001", "hidden=128,128", "epochs=2", "max_policy_lag=none"])
+    assert parsed == {"entropy_coef": 0.001, "hidden": (128, 128), "epochs": 2, "max_policy_lag": None}
+    assert _parse_agent_options("td3", ["policy_delay=3", "cuda_graph=false"]) == {"policy_delay": 3, "cuda_graph": False}
