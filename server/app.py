@@ -20,6 +20,8 @@ import itertools
 import json
 import logging
 import ssl
+import struct
+import sys
 import threading
 import time
 import uuid
@@ -573,14 +575,15 @@ class TrainingServer:
         sending = asyncio.ensure_future(connection.send(frame))
         loop = asyncio.get_running_loop()
         transport = connection.transport
-        last_size, last_progress = transport.get_write_buffer_size(), loop.time()
+        sock = transport.get_extra_info("socket")
+        last_size, last_progress = _unsent_bytes(transport, sock), loop.time()
         try:
             while True:
                 done, _ = await asyncio.wait({sending}, timeout=min(1.0, deadline / 2))
                 if done:
                     await sending  # re-raises ConnectionClosed
                     return True
-                size = transport.get_write_buffer_size()
+                size = _unsent_bytes(transport, sock)
                 if size < last_size:
                     last_size, last_progress = size, loop.time()
                 elif loop.time() - last_progress >= deadline:
@@ -599,6 +602,30 @@ class TrainingServer:
         self.queue.put(session.arrival(None))  # the trainer closes its open segments as cuts
         self.metrics.inc("bots_disconnected")
         session.log.info("disconnected after %d steps", session.steps_accepted)
+
+
+def _unsent_bytes(transport: Any, sock: Any) -> int:
+    """Bytes written to a connection that its peer has not yet acknowledged.
+
+    The transport's own buffer plus, on Linux, the kernel's send queue (``SIOCOUTQ``):
+    with only the former, a slow reader (10 KiB/s) looks stalled for minutes, because the
+    kernel wakes a writer only once a large share of its send buffer is free.
+    """
+    size = int(transport.get_write_buffer_size())
+    if _SIOCOUTQ is not None and sock is not None:
+        with contextlib.suppress(OSError, ValueError):  # closed, or not a TCP socket: the transport's buffer alone
+            size += struct.unpack("i", fcntl.ioctl(sock.fileno(), _SIOCOUTQ, b"\0\0\0\0"))[0]
+    return size
+
+
+if sys.platform.startswith("linux"):
+    import fcntl
+    import termios
+
+    _SIOCOUTQ: int | None = termios.TIOCOUTQ
+    """``SIOCOUTQ`` equals ``TIOCOUTQ`` on Linux: unacknowledged bytes in a TCP socket's send queue."""
+else:
+    _SIOCOUTQ = None
 
 
 def _close_reason(text: str, limit: int = 120) -> str:
