@@ -564,9 +564,10 @@ class TrainingServer:
 
         While a large frame is backed up in the socket of a bot that stopped reading,
         websockets' keepalive cannot help: its ping waits behind the same full buffer before
-        its timeout starts. So the sender watches the write buffer itself: a slow reader
-        (the buffer shrinks, however slowly) is left alone; a stalled one is aborted (1006:
-        a peer that reads nothing cannot read a close frame either). Returns False if aborted.
+        its timeout starts. So the sender watches delivery itself (:func:`_unsent_bytes`: the
+        transport's buffer plus the kernel's unacknowledged bytes): a slow reader (the count
+        shrinks, however slowly) is left alone; a stalled one is aborted (1006: a peer that
+        reads nothing cannot read a close frame either). Returns False if aborted.
         """
         deadline = self.config.ping_timeout
         if deadline is None:

@@ -327,6 +327,23 @@ def run_for(duration: float, every: float, tick: Callable[[float], None]) -> Non
 
 # ── L1 ───────────────────────────────────────────────────────────────────────
 
+
+def stop_and_settle(
+    fleet: Fleet, server: TrainingServer, thread: ServerThread, settle: float
+) -> tuple[dict[str, Any], dict[str, Any], int, int, dict[str, int]]:
+    """Stop the fleet, wait until every step it sent is received, then read (stopped, per-session
+    table, frames rejected, bots disconnected, accounting) and close the fleet."""
+    stopped = fleet.stop()
+    sent = sum(b["steps_sent"] for b in stopped["bots"])
+    wait_for(received_all(server, sent), settle, "the last frames in flight")
+    table = thread.call(lambda: session_table(server))
+    rejected = int(server.metrics.counter_total("frames_rejected"))
+    disconnected = int(server.metrics.counter("bots_disconnected"))
+    acc = thread.call(server.accounting)
+    fleet.close()
+    return stopped, table, rejected, disconnected, acc
+
+
 L1_SECONDS = seconds("l1", 60.0, 60.0)
 L1_BOTS, L1_RATE = 64, 10.0
 
@@ -350,14 +367,7 @@ def test_l1_mini_soak_64_bots_exact_accounting():
 
         run_for(L1_SECONDS, 1.0, tick)
         received = int(server.metrics.counter("transitions_received")) - received0
-        stopped = fleet.stop()
-        sent = sum(b["steps_sent"] for b in stopped["bots"])
-        wait_for(received_all(server, sent), 10, "the last frames in flight")
-        table = thread.call(lambda: session_table(server))
-        disconnected = int(server.metrics.counter("bots_disconnected"))
-        rejected = int(server.metrics.counter_total("frames_rejected"))
-        acc = thread.call(server.accounting)
-        fleet.close()
+        stopped, table, rejected, disconnected, acc = stop_and_settle(fleet, server, thread, 10)
 
     rss_15 = next(value for t, value in memory if t >= 15.0)
     growth = memory[-1][1] - rss_15
@@ -1417,14 +1427,7 @@ def test_l2_t2_soak_256_bots_10_minutes():
                 lag.reset()
 
         run_for(L2_SECONDS, 5.0, tick)
-        stopped = fleet.stop()
-        sent = sum(b["steps_sent"] for b in stopped["bots"])
-        wait_for(received_all(server, sent), 60, "the last frames in flight")
-        table = thread.call(lambda: session_table(server))
-        rejected = int(server.metrics.counter_total("frames_rejected"))
-        disconnected = int(server.metrics.counter("bots_disconnected"))
-        acc = thread.call(server.accounting)
-        fleet.close()
+        stopped, table, rejected, disconnected, acc = stop_and_settle(fleet, server, thread, 60)
 
     with quiet_lag_warnings():
         leak = leak_run(
