@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import os
 import statistics
 import struct
@@ -36,7 +35,6 @@ import time
 import tracemalloc
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -74,23 +72,14 @@ from bot_protocol import (
 from bot_protocol.codec import MAX_CONTAINERS
 
 from ..conftest import serving, timeout
-from .conftest import T2, examples
+from .conftest import ROOT, T2, examples, load_fuzz_target
 
-ROOT = Path(__file__).resolve().parents[2]
 MAX = 1 << 20
 """The server's default max_message_bytes (and the decoder's max_bin_len)."""
 MIB = 1 << 20
 
 
-def _load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "fuzz" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FUZZ = _load("fuzz_decode")
+FUZZ = load_fuzz_target("fuzz_decode")
 SCALAR_SPEC: SessionSpec = FUZZ.SCALAR_SPEC  # obs 4, act 2, 3 agents, max_batch 64
 TERMS_SPEC: SessionSpec = FUZZ.TERMS_SPEC
 DECODE_CODES: frozenset[ErrorCode] = FUZZ.DECODE_CODES
@@ -545,7 +534,7 @@ def test_d3_fuzz_smoke(tmp_path):
 def test_d3_committed_corpus_matches_the_seed_generators():
     """fuzz/corpus holds every seed the targets generate (rerun --make-corpus after changing seeds())."""
     for target, corpus in (("fuzz_decode", "decode"), ("fuzz_weights", "weights")):
-        module = FUZZ if target == "fuzz_decode" else _load(target)
+        module = FUZZ if target == "fuzz_decode" else load_fuzz_target(target)
         directory = ROOT / "fuzz" / "corpus" / corpus
         missing = [name for name in module.seeds() if not (directory / name).is_file()]
         assert not missing, f"{directory}: missing {missing}; run python fuzz/{target}.py --make-corpus"

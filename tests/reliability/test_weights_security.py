@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import itertools
 import json
 import struct
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,20 +46,9 @@ from bot_protocol.client import BotClient, ClientConfig
 from bot_protocol.tensors import MAX_ENTRIES, MAX_HEADER_BYTES
 
 from ..conftest import serving, timeout
-from .conftest import examples
+from .conftest import examples, load_fuzz_target
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "fuzz" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FUZZ_WEIGHTS = _load("fuzz_weights")
+FUZZ_WEIGHTS = load_fuzz_target("fuzz_weights")
 
 OBS_DIM, ACT_DIM = 4, 2
 ARCH = Architecture("gaussian_mlp", (OBS_DIM, 3, ACT_DIM), "tanh", -20.0, 2.0)
