@@ -1,4 +1,4 @@
-"""The ``arena`` command: ``train``, ``match``, ``serve`` and ``export``.
+"""The ``arena`` command: ``train``, ``match``, ``replay``, ``serve``, ``worker``, ``gym`` and ``export``.
 
 This module is the one place that wires the server to the games: learning bots still
 reach the server only through ``bot_protocol`` (real websocket clients on loopback).
@@ -123,6 +123,83 @@ def build_parser() -> argparse.ArgumentParser:
     match.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     match.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of a table")
     match.add_argument("--deterministic", action="store_true", help="trained policies act with their mean action")
+    match.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also record every tick of every round to FILE for 'arena replay' (1v1: 60-75 bytes a tick). The rounds "
+        "are then played one after another in one arena, not 50 side by side: about 1 ms a tick, so 100 rounds take "
+        "1-3 minutes, and the figures differ from an unrecorded run with the same seed",
+    )
+
+    replay = commands.add_parser(
+        "replay",
+        help="watch, render or verify a match recorded with 'arena match --record'",
+        description=(
+            "Show a recording. --to OUT.gif renders an animated GIF (OUT.mp4 a video, with imageio and "
+            "imageio-ffmpeg installed); --verify re-simulates the match from its seed and recorded actions and "
+            "checks every frame; with neither, a viewer page is served on 127.0.0.1 until Ctrl-C."
+        ),
+        epilog="example: arena replay match.replay --to match.gif --round 1 --stride 3",
+    )
+    replay.add_argument("file", type=Path, help="a recording from 'arena match --record FILE'")
+    replay.add_argument("--to", type=Path, default=None, metavar="OUT", help="write an animation: OUT.gif or OUT.mp4")
+    replay.add_argument(
+        "--verify", action="store_true", help="re-simulate the match and compare every frame (exit 1 if any differs)"
+    )
+    replay.add_argument(
+        "--round",
+        type=_positive_int,
+        action="append",
+        default=None,
+        metavar="N",
+        help="only this round (repeatable; default: all)",
+    )
+    replay.add_argument(
+        "--stride",
+        type=_positive_int,
+        default=2,
+        metavar="K",
+        help="animation: draw every K-th tick (default: 2; 3-4 for long rounds)",
+    )
+    replay.add_argument("--fps", type=_positive_float, default=25.0, help="animation frames per second, <= 50 (default: 25)")
+    replay.add_argument(
+        "--width", type=_positive_int, default=480, metavar="PX", help="animation width in pixels (default: 480)"
+    )
+    replay.add_argument("--port", type=int, default=0, help="viewer port on 127.0.0.1, 0 = any free (default: 0)")
+
+    worker = commands.add_parser(
+        "worker",
+        help="a learning bot for a remote 'arena serve': plays tank matches until stopped",
+        description=(
+            "Connect to a training server started with 'arena serve' and play 1v1 tank matches against scripted "
+            "opponents as one learning bot (tank 0 of --matches matches, acting with the server's latest policy). "
+            "Waits and retries with backoff while the server is not up yet, and reconnects when it restarts "
+            "(docker compose starts services in any order). Stops at the budget or on SIGTERM/SIGINT (says bye, "
+            "exit 0). Prints a progress line about every 10 s."
+        ),
+        epilog="example: arena worker --url ws://trainer:8765 --opponent tracker --matches 16 --seed 1",
+    )
+    worker.add_argument("--url", required=True, help="server URL, ws://HOST:PORT or wss://HOST:PORT")
+    worker.add_argument("--token", default=os.environ.get("ARENA_TOKEN"), help="bearer token (default: $ARENA_TOKEN)")
+    worker.add_argument(
+        "--opponent",
+        action="append",
+        choices=SCRIPTED_NAMES,
+        help="scripted opponent; repeat for a mix spread over the matches (default: sitting)",
+    )
+    worker.add_argument("--matches", type=_positive_int, default=16, help="parallel matches (default: 16)")
+    worker.add_argument(
+        "--seed", type=int, default=None, help="seed of the games and the exploration (default: a random one, printed)"
+    )
+    worker.add_argument("--name", default=None, help="bot name shown by the server (default: worker-HOSTNAME)")
+    worker_budget = worker.add_mutually_exclusive_group()
+    worker_budget.add_argument("--minutes", type=_positive_float, default=None, help="stop after this long (default: never)")
+    worker_budget.add_argument("--rounds", type=_positive_int, default=None, help="stop after this many finished rounds")
+    worker.add_argument(
+        "--ticks-per-round", type=_positive_int, default=2000, help="round tick cap, a truncation (default: 2000)"
+    )
 
     serve = commands.add_parser(
         "serve",
@@ -275,6 +352,15 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> Non
     parser.add_argument(
         "--checkpoint-interval", type=_positive_float, default=120.0, help="seconds between checkpoints (default: 120)"
     )
+    dashboard_default = 0 if default_port == 0 else -1  # train: on, any free port; serve: off unless asked
+    parser.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=dashboard_default,
+        help="live dashboard (web page) port, 0 = any free, -1 = off "
+        f"(default: {'0' if dashboard_default == 0 else '-1'}); it uses --token like the bots",
+    )
+    parser.add_argument("--dashboard-host", default=None, help="dashboard bind address (default: --host)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -289,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "serve": _serve,
         "export": _export,
         "gym": _gym,
+        "replay": _replay,
+        "worker": _worker,
     }
     try:
         return commands[args.command](args)
@@ -364,7 +452,24 @@ def _make_server(args: argparse.Namespace, obs_dim: int, act_dim: int, log: Call
             checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume
         ),
         update_hook=log,
+        dashboard=_dashboard_config(args),
     )
+
+
+def _dashboard_config(args: argparse.Namespace) -> Any:
+    from server import DashboardConfig
+
+    if args.dashboard_port == -1:
+        return None
+    if not -1 <= args.dashboard_port <= 65535:
+        raise ValueError(f"--dashboard-port must be -1 (off), 0 (any free) or a TCP port, got {args.dashboard_port}")
+    return DashboardConfig(host=args.dashboard_host or args.host, port=args.dashboard_port, token=args.token)
+
+
+def _announce_dashboard(server: Any, token: str | None) -> None:
+    if server.dashboard is not None:
+        hint = "?token=<your token>" if token else ""
+        print(f"dashboard: {server.dashboard.url.rstrip('/')}/{hint}", flush=True)
 
 
 _LOSS_FIGURES = {
@@ -405,6 +510,8 @@ class _MetricsLog:
         self.extra = extra
         self.lock = threading.Lock()
         self.rows: list[dict[str, float]] = []
+        self.dashboard: Any = None
+        """The server's live dashboard, if any: each row also goes to its charts."""
 
     def __call__(self, stats: dict[str, float]) -> None:
         row = {"wall_seconds": round(time.monotonic() - self.started, 3), **stats, **(self.extra() if self.extra else {})}
@@ -412,6 +519,8 @@ class _MetricsLog:
             self.rows.append(row)
             with self.path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
+        if self.dashboard is not None:
+            self.dashboard.publish_stats(row)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -444,6 +553,7 @@ def _train(args: argparse.Namespace) -> int:
     )
     obs_dim, act_dim = (OBS_DIM, ACT_DIM) if tank else (REACH_OBS, REACH_ACT)
     server = _make_server(args, obs_dim, act_dim, log)
+    log.dashboard = server.dashboard
     args.out.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
     reach_games: dict[int, Any] = {}
@@ -463,6 +573,7 @@ def _train(args: argparse.Namespace) -> int:
                     seed=seed,
                     name=f"tank{i}",
                     log=rounds_log,
+                    watch=_match_view(server.dashboard, args.agent, opponents) if i == 0 else None,
                 )
             else:
                 reach_games[i], _ = play_reach(
@@ -483,6 +594,7 @@ def _train(args: argparse.Namespace) -> int:
     where = "worker process(es)" if args.workers else "bot thread(s)"
     print(f"arena train: {args.agent} {what}, {n_bots} {where} x {args.matches} matches, output in {args.out}", flush=True)
     running = ServerThread(server).start()
+    _announce_dashboard(server, args.token)
     interrupted = False
     pool = None
     try:
@@ -537,6 +649,24 @@ def _train(args: argparse.Namespace) -> int:
     outputs = [args.out / "summary.json", args.out / "metrics.jsonl", args.out / "checkpoints"] + ([curve] if curve else [])
     print("arena train: wrote " + ", ".join(str(p) for p in outputs))
     return 130 if interrupted else (1 if errors else 0)
+
+
+def _match_view(dashboard: Any, agent: str, opponents: list[str]) -> Callable[[Any], None] | None:
+    """Feed match 0 of a bot thread to the dashboard's live view (one bool check per tick unless watched)."""
+    if dashboard is None:
+        return None
+    from .tank import snapshot
+
+    header: dict[str, Any] | None = None
+
+    def watch(battle: Any) -> None:
+        nonlocal header
+        if dashboard.frame_wanted():
+            if header is None:
+                header = snapshot.header(battle, [f"learner ({agent})", opponents[0]])
+            dashboard.publish_frame(header, snapshot.frame(battle, 0))
+
+    return watch
 
 
 def _summarize(
@@ -679,22 +809,49 @@ def _match(args: argparse.Namespace) -> int:
 
     if not 2 <= len(args.bot) <= 8:
         raise ValueError(f"give 2 to 8 --bot, got {len(args.bot)}")
+    if args.record is not None and not args.record.parent.is_dir():  # before a long match, not after
+        raise FileNotFoundError(f"--record {args.record}: no directory {args.record.parent}")
+    # A recording replays only if its rounds ran one after another in one arena (see Recorder).
+    n_matches = 1 if args.record is not None else min(50, args.rounds)
     players: list[Any] = []
     names: list[str] = []
+    bots: list[dict[str, Any]] = []
     for i, spec in enumerate(args.bot):
         name = spec if spec in SCRIPTED_NAMES else Path(spec).name or spec
         if name in names:  # the same bot twice (a mirror match): tell the rows apart
             name = f"{name}#{i + 1}"
         names.append(name)
         if spec in SCRIPTED_NAMES:
-            players.append(ScriptedController(spec, n=min(50, args.rounds), seed=args.seed + i))
+            players.append(ScriptedController(spec, n=n_matches, seed=args.seed + i))
+            bots.append({"name": name, "kind": "scripted", "spec": spec})
         else:
-            players.append(
-                PolicyController(name, load_policy(Path(spec)), seed=args.seed + i, stochastic=not args.deterministic)
+            policy = load_policy(Path(spec))
+            players.append(PolicyController(name, policy, seed=args.seed + i, stochastic=not args.deterministic))
+            bots.append(
+                {
+                    "name": name,
+                    "kind": "policy",
+                    "spec": spec,
+                    "generation": policy.generation,
+                    "version": policy.version,
+                    "deterministic": bool(args.deterministic),
+                }
             )
         players[-1].name = name
     rules = TankRules(max_ticks=args.ticks_per_round)
-    result = play_match(players, args.rounds, seed=args.seed, n_matches=min(50, args.rounds), rules=rules)
+    recorder = None
+    if args.record is not None:
+        from .replay import Recorder
+
+        recorder = Recorder(names, args.seed, rules, bots)
+    result = play_match(players, args.rounds, seed=args.seed, n_matches=n_matches, rules=rules, observer=recorder)
+    if recorder is not None:
+        size = recorder.recording(result).save(args.record)
+        print(
+            f"arena match: recorded {args.rounds} round(s), {recorder.frames:,} frames to {args.record} ({size:,} bytes)",
+            file=sys.stderr if args.json else sys.stdout,
+            flush=True,
+        )
     if args.json:
         print(json.dumps(result))
         return 0
@@ -716,6 +873,164 @@ def _match(args: argparse.Namespace) -> int:
     return 0
 
 
+# ── arena replay ─────────────────────────────────────────────────────────────
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from .replay import Recording, RenderConfig, make_viewer, render, serve_viewer, verify
+
+    recording = Recording.load(args.file)
+    rounds = tuple(args.round or ())
+    for rnd in rounds:
+        recording.round_frames(rnd)  # a ValueError naming the recorded rounds
+    config = RenderConfig(width=args.width, stride=args.stride, fps=args.fps, rounds=rounds)  # checked before any work
+    what = f"{' vs '.join(recording.names)}, {len(recording.rounds)} round(s), {recording.n_frames:,} frames"
+    if args.verify:
+        checked = verify(recording)
+        if checked.mismatch is not None:
+            print(
+                f"arena replay: error: {args.file}: the re-simulation departs at {checked.mismatch.describe()}",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"arena replay: {args.file}: {what}: re-simulated, every frame identical", flush=True)
+    if args.to is not None:
+        frames = render(recording, args.to, config)
+        print(f"arena replay: wrote {args.to} ({frames:,} frames, {args.to.stat().st_size:,} bytes)", flush=True)
+    if args.verify or args.to is not None:
+        return 0
+    try:
+        from server.dashboard import static_asset  # the CLI wires the dashboard's drawFrame into the viewer
+
+        server = make_viewer(recording, static_asset("match.js"), args.port, rounds)
+    except OSError as exc:
+        raise ValueError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}") from None
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"arena replay: {what}; viewer at http://127.0.0.1:{server.server_port}/ (Ctrl-C stops)", flush=True)
+    serve_viewer(server, stop)
+    return 0
+
+
+# ── arena worker ─────────────────────────────────────────────────────────────
+
+
+def _worker(args: argparse.Namespace) -> int:
+    import random
+    import socket
+
+    from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+    from bot_protocol.client import BlockingBotClient, ClientConfig, HandshakeRejected
+
+    from .play import MatchLog, play_learning_bot
+    from .tank.engine import ACT_DIM, OBS_DIM, TankRules
+
+    name = args.name or f"worker-{socket.gethostname()}"
+    ClientConfig(args.url, name, OBS_DIM, ACT_DIM, n_agents=args.matches, token=args.token)  # bad URL: one line now
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    opponents = args.opponent or ["sitting"]
+    rules = TankRules(max_ticks=args.ticks_per_round)
+    log = MatchLog()
+    stop = threading.Event()
+    client: list[BlockingBotClient] = []  # the connected client, once there is one (read by the progress line)
+    failure: list[BaseException] = []
+    retryable = (OSError, TimeoutError, ConnectionError, ConnectionClosed, InvalidHandshake)
+
+    def connected(bot: BlockingBotClient) -> None:
+        client[:] = [bot]
+        print(f"arena worker: connected to {args.url} as {name!r}, policy version {bot.policy.version}", flush=True)
+
+    def play() -> None:
+        delay, attempt = WORKER_BACKOFF[0], 0
+        while not stop.is_set() and (args.rounds is None or log.rounds < args.rounds):
+            try:
+                play_learning_bot(
+                    args.url,
+                    opponents,
+                    n_matches=args.matches,
+                    rounds=args.rounds,
+                    stop=stop,
+                    rules=rules,
+                    token=args.token,
+                    seed=seed + attempt,  # fresh games after a reconnect, still reproducible
+                    name=name,
+                    log=log,
+                    connected=connected,
+                )
+            except HandshakeRejected as exc:  # bad token or sizes: retrying would not help
+                failure.append(exc)
+                stop.set()
+                return
+            except retryable as exc:
+                if client:  # it was connected: the server went away, start the backoff over
+                    delay = WORKER_BACKOFF[0]
+                client.clear()
+                print(
+                    f"arena worker: cannot reach {args.url} ({str(exc) or type(exc).__name__}); retrying in {delay:.0f} s",
+                    flush=True,
+                )
+                stop.wait(delay * random.uniform(0.75, 1.0))
+                delay = min(WORKER_BACKOFF[1], delay * 2)
+            except BaseException as exc:  # reported by the main thread
+                failure.append(exc)
+                stop.set()
+                return
+            attempt += 1
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    budget = f"{args.minutes:g} min" if args.minutes else f"{args.rounds} rounds" if args.rounds else "until stopped"
+    print(
+        f"arena worker: {name!r} vs {', '.join(opponents)}, {args.matches} matches, seed {seed}, {budget}; server {args.url}",
+        flush=True,
+    )
+    started = time.monotonic()
+    bot_thread = threading.Thread(target=play, name="worker-bot", daemon=True)
+    bot_thread.start()
+    last_line = started
+
+    def progress(final: bool = False) -> str:
+        rate = f"{log.win_rate_last_100:.0%}" if log.rounds else "–"
+        version = client[0].policy.version if client else "–"
+        reconnects = client[0].stats.reconnects if client else 0
+        state = "stopped:" if final else "playing:" if client else "waiting for the server:"
+        return (
+            f"arena worker: {state}  rounds={log.rounds}  win rate (last 100)={rate}  policy version={version}  "
+            f"ticks={log.ticks:,}  reconnects={reconnects}  elapsed={time.monotonic() - started:.0f} s"
+        )
+
+    while bot_thread.is_alive():
+        bot_thread.join(0.25)
+        now = time.monotonic()
+        if args.minutes is not None and now - started >= args.minutes * 60:
+            stop.set()
+        if now - last_line >= WORKER_PROGRESS_EVERY:
+            last_line = now
+            print(progress(), flush=True)
+        if stop.is_set():
+            bot_thread.join(WORKER_STOP_GRACE)  # the bot says bye; a reconnect in progress may not finish
+            break
+    if failure:
+        exc = failure[0]
+        if isinstance(exc, HandshakeRejected):
+            print(f"arena worker: error: {args.url}: {exc}", file=sys.stderr)
+            return 2
+        print(f"arena worker: error: the bot failed: {exc!r}", file=sys.stderr)
+        return 1
+    print(progress(final=True), flush=True)
+    return 0
+
+
+WORKER_BACKOFF = (1.0, 10.0)
+"""Seconds before the first retry of an unreachable server, and the most between retries (doubling, jittered)."""
+WORKER_PROGRESS_EVERY = 10.0
+"""Seconds between progress lines of ``arena worker``."""
+WORKER_STOP_GRACE = 15.0
+"""Seconds ``arena worker`` waits for its bot to say bye after a stop; then it exits anyway."""
+
+
 # ── arena serve ──────────────────────────────────────────────────────────────
 
 
@@ -723,9 +1038,12 @@ def _serve(args: argparse.Namespace) -> int:
     from .tank.engine import ACT_DIM, OBS_DIM
 
     obs_dim, act_dim = args.obs_dim or OBS_DIM, args.act_dim or ACT_DIM
-    server = _make_server(args, obs_dim, act_dim, _MetricsLog(args.out / "metrics.jsonl", time.monotonic()))
+    log = _MetricsLog(args.out / "metrics.jsonl", time.monotonic())
+    server = _make_server(args, obs_dim, act_dim, log)
+    log.dashboard = server.dashboard
     args.out.mkdir(parents=True, exist_ok=True)
     logging.getLogger("server").setLevel(logging.INFO)
+    logging.getLogger("server.dashboard.http").setLevel(logging.WARNING)  # not one line per page load
 
     async def run() -> None:
         stopping = asyncio.Event()
@@ -739,6 +1057,7 @@ def _serve(args: argparse.Namespace) -> int:
                 f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops",
                 flush=True,
             )
+            _announce_dashboard(server, args.token)
             waiters = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(server.wait_failed())]
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
             for waiter in waiters:

@@ -23,7 +23,15 @@ from bot_protocol.client import BlockingBotClient, ClientConfig
 from .tank.engine import ACT_DIM, OBS_DIM, StepInfo, TankBattle, TankRules
 from .tank.scripted import make_scripted
 
-__all__ = ["Controller", "MatchLog", "PolicyController", "ScriptedController", "play_learning_bot", "play_match"]
+__all__ = [
+    "Controller",
+    "MatchLog",
+    "MatchObserver",
+    "PolicyController",
+    "ScriptedController",
+    "play_learning_bot",
+    "play_match",
+]
 
 
 class Controller(Protocol):
@@ -34,6 +42,16 @@ class Controller(Protocol):
     def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]: ...
 
     def reset(self, mask: NDArray[np.bool_]) -> None: ...
+
+
+class MatchObserver(Protocol):
+    """Sees every state of a :func:`play_match` battle, e.g. to record it (``arena.replay.Recorder``)."""
+
+    def round_started(self, battle: TankBattle, matches: NDArray[np.bool_]) -> None:
+        """Rounds started in ``matches`` (tick 0): after construction, then after each reset of a round that counts."""
+
+    def ticked(self, battle: TankBattle, actions: NDArray[np.float32]) -> None:
+        """``battle.step(actions)`` ran (every match, counted or not); called before any reset."""
 
 
 class ScriptedController:
@@ -153,24 +171,40 @@ def play_learning_bot(
     log: MatchLog | None = None,
     opponent_factory: Callable[[str, int, int], Controller] = ScriptedController,
     report: Callable[[list[tuple[bool, float, str]], int], None] | None = None,
+    connected: Callable[[BlockingBotClient], None] | None = None,
+    watch: Callable[[TankBattle], None] | None = None,
 ) -> MatchLog:
     """Play 1v1 rounds as a learning websocket bot until ``rounds`` rounds end or ``stop`` is set.
 
     Returns the match log (wins, scores). ``report`` (if given) receives each tick's finished
-    rounds and tick count, for a parent process to aggregate.
+    rounds and tick count, for a parent process to aggregate. ``connected`` (if given) receives
+    the client once the handshake is done, e.g. to show its policy version from another thread.
+    ``watch`` (if given) sees the battle after every tick, before finished rounds are reset
+    (the live dashboard's match view).
+
+    Raises:
+        HandshakeRejected: the server refused this bot for good (token, sizes).
+        OSError, TimeoutError: the server could not be reached (``arena worker`` retries).
     """
     battle = TankBattle(n_matches, 2, rules or TankRules(), seed=seed)
     names = _opponent_names(opponents, n_matches)
     rivals = _Opponents(names, seed, opponent_factory)
     log = log or MatchLog()
+    # wss:// verifies with the system's CAs (SSL_CERT_FILE adds others): see BotClient.connect.
     config = ClientConfig(url, name, OBS_DIM, ACT_DIM, n_agents=n_matches, reward=RewardMode.TERMS, token=token)
     actions = np.zeros((n_matches, 2, ACT_DIM), np.float32)
-    with BlockingBotClient(config, seed=seed) as bot:
+    bot = BlockingBotClient(config, seed=seed)
+    try:  # not ``with``: its __exit__ would not run when connect() fails, leaking the I/O thread
+        bot.connect()
+        if connected is not None:
+            connected(bot)
         obs = battle.observe()
         while not (stop is not None and stop.is_set()) and (rounds is None or log.rounds < rounds):
             actions[:, 0], logp = bot.act(obs[:, 0])
             rivals.act(obs, actions)
             info = battle.step(actions)
+            if watch is not None:
+                watch(battle)
             after = battle.observe()  # before any reset: the bootstrap rows of truncated rounds
             ended = info.round_over
             bot.record(
@@ -192,6 +226,8 @@ def play_learning_bot(
                 obs = battle.observe()
             else:
                 obs = after
+    finally:
+        bot.close()
     return log
 
 
@@ -202,8 +238,12 @@ def play_match(
     n_matches: int = 50,
     rules: TankRules | None = None,
     progress: Callable[[int], None] | None = None,
+    observer: MatchObserver | None = None,
 ) -> dict[str, object]:
     """Play ``rounds`` rounds among local controllers (one tank each, all in every match).
+
+    ``observer`` (if given) sees every tick, e.g. to record the match (with ``n_matches=1``
+    the rounds are played one after another, so one recording replays them all).
 
     Returns ``{"rounds": N, "bots": [{"name", "wins", "mean_score", "mean_energy"}, ...]}``.
     """
@@ -221,11 +261,15 @@ def play_match(
     remaining[: rounds % n_matches] += 1
     active = remaining > 0
     actions = np.zeros((n_matches, n_tanks, ACT_DIM), np.float32)
+    if observer is not None:
+        observer.round_started(battle, active.copy())
     while done < rounds:
         obs = battle.observe()
         for t, player in enumerate(players):
             actions[:, t] = player.act(obs[:, t])
         info = battle.step(actions)
+        if observer is not None:
+            observer.ticked(battle, actions)
         ended = info.round_over & active
         for m in np.flatnonzero(ended):
             if info.winner[m] >= 0:
@@ -239,6 +283,8 @@ def play_match(
             battle.reset(info.round_over)
             for player in players:
                 player.reset(info.round_over)
+            if observer is not None and (info.round_over & active).any():
+                observer.round_started(battle, info.round_over & active)
             if progress is not None and ended.any():
                 progress(done)
     return {

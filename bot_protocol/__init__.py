@@ -23,8 +23,10 @@ from .messages import (
     RewardMode,
     SessionSpec,
     TransitionBatch,
+    TransitionHeader,
     Weights,
     Welcome,
+    assemble_batches,
 )
 from .policy import Policy
 from .tensors import decode_tensors, encode_tensors
@@ -50,8 +52,10 @@ __all__ = [
     "SessionSpec",
     "StepRecorder",
     "TransitionBatch",
+    "TransitionHeader",
     "Weights",
     "Welcome",
+    "assemble_batches",
     "decode_from_bot",
     "decode_from_server",
     "decode_tensors",

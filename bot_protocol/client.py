@@ -153,6 +153,9 @@ class BotClient:
         """
         cfg = self.config
         headers = {"Authorization": f"Bearer {cfg.token}"} if cfg.token else None
+        # websockets refuses ssl=None with a wss:// URL; left out, it verifies with the system's
+        # trust store (SSL_CERT_FILE adds a private CA).
+        tls: dict[str, Any] = {"ssl": cfg.ssl} if cfg.ssl is not None else {}
         try:
             connection = await connect(
                 cfg.url,
@@ -161,10 +164,10 @@ class BotClient:
                 compression=None,  # dense float32 barely compresses; deflate made batches 28x slower here
                 max_size=cfg.max_weights_bytes,
                 open_timeout=cfg.open_timeout,
-                ssl=cfg.ssl,
                 ping_interval=10,
                 ping_timeout=10,
                 close_timeout=5,
+                **tls,
             )
         except InvalidStatus as exc:
             status = exc.response.status_code

@@ -41,8 +41,10 @@ __all__ = [
     "RewardMode",
     "SessionSpec",
     "TransitionBatch",
+    "TransitionHeader",
     "Weights",
     "Welcome",
+    "assemble_batches",
 ]
 
 PROTOCOL_VERSION = 1
@@ -491,18 +493,40 @@ class TransitionBatch(Message):
 
     @classmethod
     def from_wire(cls, m: Mapping[str, Any], spec: SessionSpec) -> TransitionBatch:
-        """Rebuild and check a batch against the session's spec (never the bot's word alone).
+        """Rebuild and check a batch against the session's spec (never the bot's word alone)."""
+        return assemble_batches([TransitionHeader.from_wire(m, spec)], spec, explain=True)  # type: ignore[return-value]
 
-        This runs on the event loop for every frame, so it is written for few numpy calls:
-        byte lengths are checked in Python, every float column is checked for NaN/Inf and
-        magnitude at once (one max and one min over their joined bytes), and only a batch
-        that fails is re-checked column by column to name the culprit.
-        """
+
+@dataclass(frozen=True, slots=True)
+class TransitionHeader:
+    """A ``tr`` frame whose structure is checked but whose values are not yet.
+
+    Checking a frame takes two steps so that a server can check *many* frames with one
+    numpy pass (:func:`assemble_batches`): numpy calls cost microseconds each whatever
+    their size, and on the event loop they dominated the per-frame cost. This step is
+    pure Python on byte lengths: sizes, flags, which fields the reward mode allows, and
+    the integer header fields.
+    """
+
+    seq: int
+    generation: int
+    version: int
+    n: int
+    agent: bytes
+    episode: bytes
+    flags: bytes
+    columns: dict[str, bytes]
+    """Float columns by name, in wire order, each exactly the size its shape needs."""
+
+    @classmethod
+    def from_wire(cls, m: Mapping[str, Any], spec: SessionSpec) -> TransitionHeader:
         limits = spec.limits
         n = _int(m, "n", 1, limits.max_batch)
-        agent = _block(m, "agent", U32, (n,))
-        if int(agent.max()) >= spec.n_agents:
-            raise ProtocolError(ErrorCode.BAD_FIELD, f"field 'agent' names an agent >= n_agents ({spec.n_agents})")
+        agent = _bytes(m, "agent")
+        if len(agent) != 4 * n:
+            raise ProtocolError(
+                ErrorCode.SHAPE, f"field 'agent' holds {len(agent)} bytes, expected {4 * n} for shape [{n}] <u4"
+            )
         raw_flags = _bytes(m, "flags")
         n_terminal, n_truncated = raw_flags.count(FLAG_TERMINAL), raw_flags.count(FLAG_TRUNCATED)
         if len(raw_flags) != n:
@@ -510,69 +534,125 @@ class TransitionBatch(Message):
         if raw_flags.count(0) + n_terminal + n_truncated != n:  # 3 (both bits) is no state
             raise ProtocolError(ErrorCode.BAD_FIELD, "field 'flags' must be 0, 1 (terminal) or 2 (truncated) per step")
         n_ended = n_terminal + n_truncated
-        shapes: dict[str, tuple[int, ...]] = {"obs": (n, spec.obs_dim), "act": (n, spec.act_dim), "logp": (n,)}
+        widths = _widths(spec)
         if spec.reward is RewardMode.SCALAR:
             if "terms" in m or "score" in m:
                 raise ProtocolError(ErrorCode.BAD_FIELD, "scalar-reward sessions send 'rew', not 'terms' or 'score'")
-            shapes["rew"] = (n,)
+            rows = {"obs": n, "act": n, "logp": n, "rew": n}
         else:
             if "rew" in m:
                 raise ProtocolError(ErrorCode.BAD_FIELD, "terms-reward sessions send 'terms' and 'score', not 'rew'")
-            shapes["terms"] = (n, N_REWARD_TERMS)
+            rows = {"obs": n, "act": n, "logp": n, "terms": n}
             if n_ended or "score" in m:
-                shapes["score"] = (n_ended,)
+                rows["score"] = n_ended
         if n_truncated or "next_obs" in m:
-            shapes["next_obs"] = (n_truncated, spec.obs_dim)
-        raws = []
-        for key, shape in shapes.items():
+            rows["next_obs"] = n_truncated
+        columns: dict[str, bytes] = {}
+        for key, count in rows.items():
             raw = _bytes(m, key)
-            expected = math.prod(shape) * 4
+            expected = count * widths[key] * 4
             if len(raw) != expected:
+                shape = [count, widths[key]] if key in _WIDE else [count]
                 raise ProtocolError(
-                    ErrorCode.SHAPE, f"field {key!r} holds {len(raw)} bytes, expected {expected} for shape {list(shape)} <f4"
+                    ErrorCode.SHAPE, f"field {key!r} holds {len(raw)} bytes, expected {expected} for shape {shape} <f4"
                 )
-            raws.append(raw)
-        joined = np.frombuffer(b"".join(raws), dtype=F32)
-        # One integer pass over the IEEE bits, no float arithmetic (so no FP warnings from a
-        # signalling NaN): with the sign bit cleared, bit patterns order like magnitudes, and
-        # NaN/Inf sort above every finite value. Only a failing batch is re-checked column by
-        # column, in floats, to name the culprit and the reason.
-        magnitudes = np.bitwise_and(joined.view(U32), _ABS_MASK)
-        if magnitudes.size and int(magnitudes.max()) > _max_abs_bits(limits.max_abs):
-            offset = 0
-            for key, shape in shapes.items():
-                size = math.prod(shape)
-                check_floats(key, joined[offset : offset + size], limits.max_abs)
-                offset += size
+            columns[key] = raw
         seq, gen, ver = m.get("seq"), m.get("gen"), m.get("ver")
         if not (_is_u64(seq) and _is_u64(gen) and _is_u64(ver)):
             seq, gen, ver = _int(m, "seq", 0, MAX_U64), _int(m, "gen", 0, MAX_U64), _int(m, "ver", 0, MAX_U64)
-        columns: dict[str, Any] = {}
-        offset = 0
-        for key, shape in shapes.items():
-            size = math.prod(shape)
-            columns[key] = joined[offset : offset + size].reshape(shape)
-            offset += size
-        if "next_obs" not in columns:
-            columns["next_obs"] = _empty_rows(spec.obs_dim)
-        if spec.reward is RewardMode.TERMS:
-            columns.setdefault("score", _EMPTY_F32)
-        # A frozen dataclass sets each field through object.__setattr__ (about 8 us for 14
-        # fields, per frame, on the event loop); the values are all checked above, so fill
-        # the instance directly. Defaults (None) cover the columns this reward mode lacks.
-        fields = {"rew": None, "terms": None, "score": None}
-        fields.update(columns)
-        batch = object.__new__(cls)
-        batch.__dict__.update(
-            fields,
-            seq=seq,
-            generation=gen,
-            version=ver,
-            agent=agent,
-            episode=_block(m, "episode", U32, (n,)),
-            flags=np.frombuffer(raw_flags, dtype=U8),
-        )
-        return batch
+        episode = _bytes(m, "episode")
+        if len(episode) != 4 * n:
+            raise ProtocolError(
+                ErrorCode.SHAPE, f"field 'episode' holds {len(episode)} bytes, expected {4 * n} for shape [{n}] <u4"
+            )
+        return cls(int(seq), int(gen), int(ver), n, agent, episode, raw_flags, columns)  # type: ignore[arg-type]
+
+
+_WIDE = ("obs", "act", "terms", "next_obs")
+_COLUMN_ORDER = ("obs", "act", "logp", "rew", "terms", "score", "next_obs")
+
+
+@functools.lru_cache(maxsize=64)
+def _widths_of(obs_dim: int, act_dim: int) -> dict[str, int]:
+    return {"obs": obs_dim, "act": act_dim, "logp": 1, "rew": 1, "terms": N_REWARD_TERMS, "score": 1, "next_obs": obs_dim}
+
+
+def _widths(spec: SessionSpec) -> dict[str, int]:
+    return _widths_of(spec.obs_dim, spec.act_dim)
+
+
+def assemble_batches(headers: list[TransitionHeader], spec: SessionSpec, explain: bool) -> TransitionBatch | None:
+    """Check the values of ``headers`` (frames of one session, in order) and join them into one batch.
+
+    One join, one integer max over the IEEE bits of every float and one max over the
+    agent ids, whatever the number of frames; columns are views into the joined buffer.
+    The result is the frames' rows concatenated in order, so each agent's rows stay in
+    time order, ``next_obs`` and ``score`` rows stay in flag order, and ``seq`` is the
+    last frame's. All headers must share ``generation`` and ``version``.
+
+    When a value is out of bounds: with ``explain`` raise the :class:`ProtocolError`
+    naming the first culprit (``bad_field``, ``nonfinite`` or ``range``); without it,
+    return ``None`` and let the caller check the frames one at a time.
+    """
+    first = headers[0]
+    limits = spec.limits
+    one = len(headers) == 1
+    if one:
+        keys = list(first.columns)
+    else:
+        if any(h.generation != first.generation or h.version != first.version for h in headers):
+            raise ValueError("assemble_batches needs frames of one (generation, version)")
+        present = set().union(*(h.columns for h in headers))
+        keys = [key for key in _COLUMN_ORDER if key in present]
+    agent = np.frombuffer(first.agent if one else b"".join(h.agent for h in headers), dtype=U32)
+    if int(agent.max()) >= spec.n_agents:
+        if not explain:
+            return None
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"field 'agent' names an agent >= n_agents ({spec.n_agents})")
+    # Column-major join: every frame's obs, then every frame's act, ... so each merged
+    # column is one contiguous slice of the joined buffer.
+    if one:
+        joined = np.frombuffer(b"".join(first.columns.values()), dtype=F32)
+    else:
+        joined = np.frombuffer(b"".join([h.columns.get(key, b"") for key in keys for h in headers]), dtype=F32)
+    # One integer pass over the IEEE bits, no float arithmetic (so no FP warnings from a
+    # signalling NaN): with the sign bit cleared, bit patterns order like magnitudes, and
+    # NaN/Inf sort above every finite value. Only a failing batch is re-checked column by
+    # column, in floats, to name the culprit and the reason.
+    magnitudes = np.bitwise_and(joined.view(U32), _ABS_MASK)
+    bad = magnitudes.size > 0 and int(magnitudes.max()) > _max_abs_bits(limits.max_abs)
+    widths = _widths(spec)
+    columns: dict[str, Any] = {}
+    offset = 0
+    for key in keys:
+        size = (len(first.columns[key]) if one else sum(len(h.columns.get(key, b"")) for h in headers)) // 4
+        column = joined[offset : offset + size]
+        if bad:
+            if not explain:
+                return None
+            check_floats(key, column, limits.max_abs)
+        columns[key] = column.reshape(-1, widths[key]) if key in _WIDE else column
+        offset += size
+    if "next_obs" not in columns:
+        columns["next_obs"] = _empty_rows(spec.obs_dim)
+    if spec.reward is RewardMode.TERMS:
+        columns.setdefault("score", _EMPTY_F32)
+    # A frozen dataclass sets each field through object.__setattr__ (about 8 us for 14
+    # fields, per frame, on the event loop); the values are all checked above, so fill
+    # the instance directly. Defaults (None) cover the columns this reward mode lacks.
+    fields: dict[str, Any] = {"rew": None, "terms": None, "score": None}
+    fields.update(columns)
+    batch = object.__new__(TransitionBatch)
+    batch.__dict__.update(
+        fields,
+        seq=headers[-1].seq,
+        generation=first.generation,
+        version=first.version,
+        agent=agent,
+        episode=np.frombuffer(first.episode if one else b"".join(h.episode for h in headers), dtype=U32),
+        flags=np.frombuffer(first.flags if one else b"".join(h.flags for h in headers), dtype=U8),
+    )
+    return batch
 
 
 _ABS_MASK = np.uint32(0x7FFFFFFF)

@@ -12,12 +12,15 @@ Typical embedding::
 
 from .app import ServerThread, TrainingServer
 from .config import ServerConfig, TrainerConfig
+from .dashboard import Dashboard, DashboardConfig
 from .metrics import Metrics
 from .trainer import Trainer
 from .transition_queue import TransitionQueue
 from .weights import WeightsSnapshot, make_snapshot
 
 __all__ = [
+    "Dashboard",
+    "DashboardConfig",
     "Metrics",
     "ServerConfig",
     "ServerThread",

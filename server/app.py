@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -46,7 +46,9 @@ from bot_protocol import (
     ProtocolError,
     SessionSpec,
     TransitionBatch,
+    TransitionHeader,
     Welcome,
+    assemble_batches,
     decode_from_bot,
     encode,
 )
@@ -54,6 +56,7 @@ from bot_protocol.codec import message_from_bot, unpack
 
 from .admission import Admission
 from .config import ServerConfig, TrainerConfig
+from .dashboard import Dashboard, DashboardConfig
 from .looplag import LoopLagMonitor
 from .metrics import Metrics
 from .session import BotSession
@@ -74,6 +77,7 @@ class TrainingServer:
         config: transport and protocol limits.
         trainer_config: checkpoints and publishing.
         update_hook: called on the trainer thread with each update's metrics.
+        dashboard: serve the live dashboard (a web page and observer websocket) on a port of its own.
     """
 
     def __init__(
@@ -82,6 +86,7 @@ class TrainingServer:
         config: ServerConfig | None = None,
         trainer_config: TrainerConfig | None = None,
         update_hook: Callable[[dict[str, float]], None] | None = None,
+        dashboard: DashboardConfig | None = None,
     ) -> None:
         self.config = config or ServerConfig()
         self.metrics = Metrics()
@@ -131,6 +136,8 @@ class TrainingServer:
         self._closing = False
         self._closed = asyncio.Event()
         self._describe_metrics()
+        self.dashboard = Dashboard(self, dashboard) if dashboard is not None else None
+        """The live dashboard, when configured (its own port; it only reads this server's state)."""
 
     # ── lifecycle ────────────────────────────────────────────────────────────
 
@@ -156,6 +163,13 @@ class TrainingServer:
             max_queue=cfg.max_queue_frames,
             ssl=self._tls_context(),
         )
+        if self.dashboard is not None:
+            try:
+                await self.dashboard.start()
+            except BaseException:
+                self._server.close()
+                await self._server.wait_closed()
+                raise
         self.lag.start()
         self.trainer.start()
         logger.info("serving %s agent on %s (obs %d, act %d)", self.agent_name, self.url, self.obs_dim, self.act_dim)
@@ -187,6 +201,8 @@ class TrainingServer:
             return
         self._closing = True
         try:
+            if self.dashboard is not None:
+                await self.dashboard.close()  # observers get 1001 while the state is still readable
             if self._server is not None:
                 self._server.close(close_connections=True)  # 1001 going away
                 await self._server.wait_closed()
@@ -370,16 +386,17 @@ class TrainingServer:
             session = await self._handshake(connection)
             if session is None:
                 return
-            async for frame in connection:
-                if isinstance(frame, str):
-                    self.metrics.inc("frames_rejected", code="text_frame")
-                    await connection.close(CloseCode.UNSUPPORTED_DATA, "binary frames only")
+            while True:
+                # Take every complete message websockets has already buffered (recv() returns
+                # them without waiting) and handle them as one group: their values are checked
+                # in one numpy pass, they reach the queue as one arrival and earn at most one
+                # credit message. Under load groups grow by themselves; an idle bot's are 1.
+                frames = [await connection.recv()]
+                for _ in range(_buffered_messages(connection, MAX_GROUP - 1)):
+                    frames.append(await connection.recv())
+                if not await self._on_frames(connection, session, frames):
                     break
-                if not await self._on_frame(connection, session, frame):
-                    break
-                # recv() returns at once while frames are buffered, so without this a bot with a
-                # backlog would hold the loop for its whole window; one frame per turn keeps
-                # every bot (and keepalive pongs) served in turn.
+                # One group per turn keeps every bot (and keepalive pongs) served in turn.
                 await asyncio.sleep(0)
         except ConnectionClosed:
             pass
@@ -460,6 +477,40 @@ class TrainingServer:
         if hello.n_agents > self.config.max_agents_per_bot:
             raise ProtocolError(ErrorCode.BAD_HELLO, f"n_agents {hello.n_agents} exceeds {self.config.max_agents_per_bot}")
 
+    async def _on_frames(self, connection: ServerConnection, session: BotSession, frames: list[bytes | str]) -> bool:
+        """Handle frames that arrived together, in order; False when the connection must end.
+
+        Consecutive well-formed ``tr`` frames are collected as headers (sizes checked, values
+        not yet) and handled as one group by :meth:`_on_group`; any other frame first flushes
+        the group, so everything is still answered in arrival order.
+        """
+        group: list[TransitionHeader] = []
+        spec = session.spec
+        for frame in frames:
+            if isinstance(frame, str):
+                if not await self._on_group(connection, session, group):
+                    return False
+                self.metrics.inc("frames_rejected", code="text_frame")
+                await connection.close(CloseCode.UNSUPPORTED_DATA, "binary frames only")
+                return False
+            try:
+                kind, fields = unpack(frame, self.config.max_message_bytes)
+                if kind == TransitionBatch.TYPE and session.credit > 0:
+                    header = TransitionHeader.from_wire(fields, spec)
+                    session.spend_credit()  # each 'tr' spends one credit, accepted or not
+                    group.append(header)
+                    continue
+            except ProtocolError:
+                pass  # handled one at a time below, which names the error
+            if not await self._on_group(connection, session, group):
+                return False
+            group = []
+            if not await self._on_frame(connection, session, frame):
+                return False
+        # Credit goes back before the values are checked: the frames are in memory already,
+        # and the bot's next frames travel while this group is checked and queued.
+        return await self._grant(session) and await self._on_group(connection, session, group)
+
     async def _on_frame(self, connection: ServerConnection, session: BotSession, frame: bytes) -> bool:
         """Handle one frame after the handshake; False when the connection must end."""
         try:
@@ -482,7 +533,7 @@ class TrainingServer:
         except ProtocolError as exc:
             return await self._reject(connection, session, exc.code, exc.message, _seq_of(fields))
         if isinstance(message, TransitionBatch):
-            return await self._on_batch(connection, session, message)
+            return await self._on_group(connection, session, [message]) and await self._grant(session)
         if isinstance(message, Bye):
             session.log.info("said bye: %s", message.reason[:80])
             await connection.close(CloseCode.NORMAL, "bye")
@@ -492,24 +543,85 @@ class TrainingServer:
             return True
         return await self._reject(connection, session, ErrorCode.UNEXPECTED, f"'{message.TYPE}' is not expected now")
 
-    async def _on_batch(self, connection: ServerConnection, session: BotSession, batch: TransitionBatch) -> bool:
-        if batch.seq <= session.last_seq:
-            return await self._reject(connection, session, ErrorCode.DUPLICATE, f"seq {batch.seq} already seen", batch.seq)
-        if (batch.generation, batch.version) > self.current.identity:
-            return await self._reject(
-                connection, session, ErrorCode.BAD_FIELD, "policy (gen, ver) newer than any published", batch.seq
-            )
-        if batch.seq > session.last_seq + 1 and session.last_seq >= 0:
-            # Accepted (the frames in between may have been refused by the bot's own limits, or
-            # lost by a buggy bot): counted, so a bot that skips seqs shows up in /metrics.
-            self.metrics.inc("seq_gaps")
-            self.metrics.inc("seq_gap_frames", batch.seq - session.last_seq - 1)
-        session.last_seq = batch.seq
-        session.steps_accepted += batch.n
-        self.metrics.inc("transitions_received", batch.n)
-        self.metrics.inc("frames_accepted")
-        self.queue.put(session.arrival(batch))
-        return await self._grant(session)
+    async def _on_group(
+        self, connection: ServerConnection, session: BotSession, group: Sequence[TransitionHeader | TransitionBatch]
+    ) -> bool:
+        """Accept or reject ``tr`` frames of one session in order; accepted runs go to the queue joined.
+
+        Fast path: sequence and version checks on the headers, then one value check over
+        all accepted frames. If any value is out of bounds, the frames are checked again
+        one at a time so that each gets its own exact answer and counter.
+        """
+        if not group:
+            return True
+        current = self.current.identity
+        last = session.last_seq
+        verdicts: list[tuple[int, ErrorCode, str] | None] = []
+        for frame in group:
+            if frame.seq <= last:
+                verdicts.append((frame.seq, ErrorCode.DUPLICATE, f"seq {frame.seq} already seen"))
+            elif (frame.generation, frame.version) > current:
+                verdicts.append((frame.seq, ErrorCode.BAD_FIELD, "policy (gen, ver) newer than any published"))
+            else:
+                verdicts.append(None)
+                last = frame.seq
+        kept = [frame for frame, verdict in zip(group, verdicts, strict=True) if verdict is None]
+        batches = self._join(session, kept)
+        if batches is None:  # a value out of bounds somewhere: answer each frame on its own
+            for frame in group:
+                if isinstance(frame, TransitionHeader):
+                    try:
+                        checked = assemble_batches([frame], session.spec, explain=True)
+                    except ProtocolError as exc:
+                        if not await self._reject(connection, session, exc.code, exc.message, frame.seq):
+                            return False
+                        continue
+                    frame = checked  # type: ignore[assignment]  # explain=True never returns None
+                if not await self._on_group(connection, session, [frame]):
+                    return False
+            return True
+        for verdict in verdicts:
+            if verdict is not None and not await self._reject(connection, session, verdict[1], verdict[2], verdict[0]):
+                return False
+        if not kept:
+            return True
+        for frame in kept:
+            if frame.seq > session.last_seq + 1 and session.last_seq >= 0:
+                # Accepted (the frames in between may have been refused by the bot's own limits,
+                # or lost by a buggy bot): counted, so a bot that skips seqs shows up in /metrics.
+                self.metrics.inc("seq_gaps")
+                self.metrics.inc("seq_gap_frames", frame.seq - session.last_seq - 1)
+            session.last_seq = frame.seq
+        steps = sum(batch.n for batch in batches)
+        session.steps_accepted += steps
+        session.acting_version = (batches[-1].generation, batches[-1].version)
+        session.last_frame_at = time.monotonic()
+        self.metrics.inc("transitions_received", steps)
+        self.metrics.inc("frames_accepted", len(kept))
+        for batch in batches:
+            self.queue.put(session.arrival(batch))
+        return True
+
+    @staticmethod
+    def _join(session: BotSession, frames: Sequence[TransitionHeader | TransitionBatch]) -> list[TransitionBatch] | None:
+        """Accepted frames as batches, one per run of equal (generation, version); None if a value is bad."""
+        headers = [frame for frame in frames if isinstance(frame, TransitionHeader)]
+        if not headers:
+            return [frame for frame in frames if isinstance(frame, TransitionBatch)]  # checked one by one already
+        batches: list[TransitionBatch] = []
+        start = 0
+        for end in range(1, len(headers) + 1):
+            if end < len(headers) and (headers[end].generation, headers[end].version) == (
+                headers[start].generation,
+                headers[start].version,
+            ):
+                continue
+            batch = assemble_batches(headers[start:end], session.spec, explain=False)
+            if batch is None:
+                return None
+            batches.append(batch)
+            start = end
+        return batches
 
     async def _grant(self, session: BotSession) -> bool:
         """Return owed credit now, unless the queue is full: then the trainer's next drain does."""
@@ -627,6 +739,29 @@ if sys.platform.startswith("linux"):
     """``SIOCOUTQ`` equals ``TIOCOUTQ`` on Linux: unacknowledged bytes in a TCP socket's send queue."""
 else:
     _SIOCOUTQ = None
+
+
+MAX_GROUP = 64
+"""Most frames of one bot handled as one group (a bound on one handler's turn on the loop)."""
+
+
+def _buffered_messages(connection: ServerConnection, limit: int) -> int:
+    """Complete messages websockets has already received for ``connection`` (at most ``limit``).
+
+    Reads websockets' receive buffer (``recv_messages.frames``, an implementation detail of
+    websockets 14-17); if that ever changes shape this returns 0 and frames are simply
+    handled one per turn, as before.
+    """
+    try:
+        buffered = connection.recv_messages.frames.queue
+    except AttributeError:
+        return 0
+    complete = 0
+    for frame in buffered:
+        if complete >= limit:
+            break
+        complete += bool(frame.fin)
+    return complete
 
 
 def _close_reason(text: str, limit: int = 120) -> str:

@@ -63,6 +63,10 @@ class BotSession:
         self.undecodable = 0
         self.steps_accepted = 0
         self.connected_at = time.monotonic()
+        self.last_frame_at = self.connected_at
+        """``time.monotonic()`` of the newest accepted batch (the dashboard's "last seen")."""
+        self.acting_version: tuple[int, int] | None = None
+        """(generation, version) of the policy that acted in the newest accepted batch."""
         self._error_budget = error_budget
         self._error_window = error_window
         self._errors: deque[float] | None = None  # made on the first error: most bots never err

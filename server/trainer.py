@@ -123,7 +123,7 @@ class Trainer:
         return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
-        threads = self.config.torch_threads or max(1, (os.cpu_count() or 2) - 1)
+        threads = self.config.torch_threads or max(1, len(os.sched_getaffinity(0)) - 1)  # the CPUs we may use
         torch.set_num_threads(threads)  # leave a core to the event loop (GIL stalls show up as loop lag)
         while not self._stop.is_set():
             try:

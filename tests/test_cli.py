@@ -158,3 +158,161 @@ def test_agent_options_are_typed_after_the_config_fields():
     parsed = _parse_agent_options("ppo", ["entropy_coef=0.001", "hidden=128,128", "epochs=2", "max_policy_lag=none"])
     assert parsed == {"entropy_coef": 0.001, "hidden": (128, 128), "epochs": 2, "max_policy_lag": None}
     assert _parse_agent_options("td3", ["policy_delay=3", "cuda_graph=false"]) == {"policy_delay": 3, "cuda_graph": False}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Lines:
+    """A subprocess's stdout lines, read in a thread so a test can wait for one with a timeout."""
+
+    def __init__(self, stream) -> None:
+        import queue
+        import threading
+
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [self._queue.put(line) for line in stream], daemon=True).start()
+
+    def wait_for(self, text: str, seconds: float) -> str:
+        import queue
+        import time
+
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"no line with {text!r} in {seconds} s; got: {''.join(self.seen)}")
+
+
+def _worker(port: int, *extra: str) -> subprocess.Popen[str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "ARENA_TOKEN"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "arena.cli", "worker", "--url", f"ws://127.0.0.1:{port}", "--opponent", "sitting",
+         "--matches", "2", "--seed", "3", "--ticks-per-round", "100", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+
+
+def _wait_for_transitions(server, seconds: float) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while server.metrics.counter("transitions_received") == 0:
+        assert time.monotonic() < deadline, "no transitions reached the server"
+        time.sleep(0.05)
+
+
+def test_worker_waits_for_its_server_survives_a_restart_and_stops_on_sigterm():
+    """`arena worker` started before its server retries, trains, reconnects after a restart, and exits 0 on SIGTERM."""
+    import signal
+
+    from arena.tank.engine import ACT_DIM, OBS_DIM
+
+    from .conftest import running_server
+
+    port = _free_port()
+    process = _worker(port, "--name", "w")
+    try:
+        lines = _Lines(process.stdout)
+        lines.wait_for("retrying", timeout(20))  # no server yet
+        with running_server(OBS_DIM, ACT_DIM, port=port) as first:
+            lines.wait_for("connected to", timeout(20))
+            _wait_for_transitions(first, timeout(20))
+        with running_server(OBS_DIM, ACT_DIM, port=port) as second:  # the trainer restarted
+            _wait_for_transitions(second, timeout(30))
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout(20)) == 0, process.stderr.read()
+            assert "stopped:" in lines.wait_for("arena worker: stopped", timeout(5))
+    finally:
+        process.kill()
+        process.communicate()
+
+
+def test_worker_budget_and_refusal():
+    """`--rounds N` ends the worker with exit 0; a server that refuses its token ends it with one line and exit 2."""
+    from arena.tank.engine import ACT_DIM, OBS_DIM
+
+    from .conftest import running_server
+
+    with running_server(OBS_DIM, ACT_DIM, token="a-long-secret") as server:
+        port = server.port
+        refused = _worker(port)
+        budget = _worker(port, "--rounds", "4", "--token", "a-long-secret")
+        try:
+            out, err = budget.communicate(timeout=timeout(60))
+            assert budget.returncode == 0, err
+            assert "stopped:" in out.splitlines()[-1]
+            _, err = refused.communicate(timeout=timeout(30))
+            lines = [line for line in err.splitlines() if line.strip()]
+            assert refused.returncode == 2 and len(lines) == 1 and "401" in lines[0], err
+        finally:
+            for process in (refused, budget):
+                process.kill()
+                process.communicate()
+
+
+def _self_signed_certificate(directory) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 and its key, as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return str(cert_path), str(key_path)
+
+
+def test_worker_over_wss_verifies_the_certificate(tmp_path):
+    """`arena worker --url wss://` plays against a TLS server whose certificate it trusts (SSL_CERT_FILE)."""
+    import os
+
+    pytest.importorskip("cryptography")
+    from arena.tank.engine import ACT_DIM, OBS_DIM
+
+    from .conftest import running_server
+
+    cert, key = _self_signed_certificate(tmp_path)
+    with running_server(OBS_DIM, ACT_DIM, tls_cert=cert, tls_key=key) as server:
+        assert server.url.startswith("wss://")
+        command = [sys.executable, "-m", "arena.cli", "worker", "--url", server.url, "--matches", "2", "--rounds", "2",
+                   "--ticks-per-round", "50", "--seed", "1"]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if k != "ARENA_TOKEN"}
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout(60), env={**env, "SSL_CERT_FILE": cert}
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "connected to wss://" in result.stdout and server.metrics.counter("transitions_received") > 0
