@@ -69,8 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
             "Start the training server and its trainer thread, connect learning bots to it over a "
             "loopback websocket, and play headless arena matches against scripted opponents until the "
             "budget is spent. The learning bots act with a local copy of the policy and hot-swap new "
-            "weights between ticks. Writes metrics.jsonl, checkpoints/, summary.json and "
-            "learning_curve.png to --out. Ctrl-C stops cleanly with a final checkpoint."
+            "weights between ticks. Writes metrics.jsonl, checkpoints/, summary.json, learning_curve.png "
+            "and a one-page report (report.html, report.png: the curve, the final policy against each "
+            "scripted bot, throughput) to --out. Ctrl-C stops cleanly with a final checkpoint."
         ),
         epilog="example: arena train --opponent sitting --opponent spinner --minutes 10 --out runs/tank",
     )
@@ -103,6 +104,20 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0, help="seed for the games and the agent (default: 0)")
     train.add_argument("--out", type=Path, default=Path("runs/latest"), help="output directory (default: runs/latest)")
     train.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
+    train.add_argument(
+        "--eval-rounds",
+        type=int,
+        default=50,
+        metavar="N",
+        help="after training, the final policy plays N rounds against each scripted bot for the report's match table "
+        "(tank; 0 skips it; default: 50, a few seconds)",
+    )
+    train.add_argument("--no-report", action="store_true", help="write no report.html/report.png and skip the evaluation")
+    train.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write every metrics row as TensorBoard scalars to OUT/tensorboard (needs pip install -e '.[tensorboard]')",
+    )
     _add_server_flags(train, default_port=0)
 
     match = commands.add_parser(
@@ -512,6 +527,8 @@ class _MetricsLog:
         self.rows: list[dict[str, float]] = []
         self.dashboard: Any = None
         """The server's live dashboard, if any: each row also goes to its charts."""
+        self.tensorboard: Any = None
+        """An ``arena.tensorboard.ScalarLogger`` (--tensorboard), if any: each row also becomes scalars."""
 
     def __call__(self, stats: dict[str, float]) -> None:
         row = {"wall_seconds": round(time.monotonic() - self.started, 3), **stats, **(self.extra() if self.extra else {})}
@@ -521,6 +538,8 @@ class _MetricsLog:
                 f.write(json.dumps(row) + "\n")
         if self.dashboard is not None:
             self.dashboard.publish_stats(row)
+        if self.tensorboard is not None:
+            self.tensorboard(row)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -530,13 +549,17 @@ def _train(args: argparse.Namespace) -> int:
     from .reach import ACT_DIM as REACH_ACT
     from .reach import OBS_DIM as REACH_OBS
     from .reach import play_reach
+    from .report import plot_curve, write_report
     from .tank.engine import ACT_DIM, OBS_DIM, TankRules
+    from .tensorboard import ScalarLogger, ServerScalars, TensorBoardUnavailable
 
     tank = args.game == "tank"
     if not tank and (args.opponent or args.rounds or args.workers):
         raise ValueError("--opponent, --rounds and --workers apply to --game tank only")
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
+    if args.eval_rounds < 0:
+        raise ValueError(f"--eval-rounds must be >= 0, got {args.eval_rounds}")
     opponents = args.opponent or ["sitting"]
     rules = TankRules(max_ticks=args.ticks_per_round)
     minutes = args.minutes
@@ -544,17 +567,26 @@ def _train(args: argparse.Namespace) -> int:
         minutes = 5.0 if tank else 1.0
     started = time.monotonic()
     rounds_log = MatchLog()
-    log = _MetricsLog(
-        args.out / "metrics.jsonl",
-        started,
-        extra=(lambda: {"rollout/rounds": rounds_log.rounds, "rollout/win_rate_last_100": rounds_log.win_rate_last_100})
-        if tank
-        else None,
-    )
+    server_figures: list[ServerScalars] = []  # set once the server exists; rows start after it does
+
+    def extra() -> dict[str, float]:
+        row = server_figures[0]() if server_figures else {}
+        if tank:
+            row.update({"rollout/rounds": rounds_log.rounds, "rollout/win_rate_last_100": rounds_log.win_rate_last_100})
+        return row
+
+    log = _MetricsLog(args.out / "metrics.jsonl", started, extra=extra)
     obs_dim, act_dim = (OBS_DIM, ACT_DIM) if tank else (REACH_OBS, REACH_ACT)
     server = _make_server(args, obs_dim, act_dim, log)
+    server_figures.append(ServerScalars(server))
     log.dashboard = server.dashboard
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.tensorboard:
+        try:
+            log.tensorboard = ScalarLogger(args.out / "tensorboard")
+            log.tensorboard.add_config({k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()})
+        except TensorBoardUnavailable as exc:
+            print(f"arena train: {exc}", file=sys.stderr)
     stop = threading.Event()
     reach_games: dict[int, Any] = {}
     errors: list[BaseException] = []
@@ -637,18 +669,49 @@ def _train(args: argparse.Namespace) -> int:
             pool.close(rounds_log)
             errors.extend(RuntimeError(f"worker exited with code {code}") for code in pool.failed())
         running.stop()  # bots get 1001, the trainer joins, the final checkpoint is written
+        if log.tensorboard is not None:
+            log.tensorboard.close()
     if server.failed is not None:
         print(f"arena train: the trainer failed beyond its restart quota: {server.failed!r}", file=sys.stderr)
         errors.append(server.failed)
     elif errors:
         print(f"arena train: a bot failed: {errors[0]!r}", file=sys.stderr)
     summary = _summarize(args, server, time.monotonic() - started, rounds_log if tank else None, reach_games, opponents)
+    evaluation = None if interrupted or args.no_report or not tank else _evaluate(args)
+    if evaluation is not None:
+        summary["evaluation"] = evaluation
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    curve = _plot_curve(log.rows, args.out / "learning_curve.png", tank)
+    if args.no_report:
+        curve = plot_curve(log.rows, args.out / "learning_curve.png", tank)
+        pictures = [curve] if curve else []
+    else:
+        settings = {"matches": args.matches, "bots": args.bots, "workers": args.workers, "seed": args.seed,
+                    "ticks_per_round": args.ticks_per_round, "minutes": minutes, "resumed": args.resume}  # fmt: skip
+        pictures = write_report(args.out, log.rows, summary, evaluation, settings=settings)
     print(json.dumps(summary))
-    outputs = [args.out / "summary.json", args.out / "metrics.jsonl", args.out / "checkpoints"] + ([curve] if curve else [])
+    outputs = [args.out / "summary.json", args.out / "metrics.jsonl", args.out / "checkpoints", *pictures]
+    if log.tensorboard is not None:
+        outputs.append(log.tensorboard.logdir)
     print("arena train: wrote " + ", ".join(str(p) for p in outputs))
     return 130 if interrupted else (1 if errors else 0)
+
+
+def _evaluate(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The final checkpoint against each scripted bot (``--eval-rounds``); None when skipped or impossible."""
+    from .report import evaluate_against_scripted
+
+    if args.eval_rounds == 0:
+        return None
+    print(f"arena train: evaluating the final policy, {args.eval_rounds} rounds against each scripted bot…", flush=True)
+    try:
+        return evaluate_against_scripted(
+            args.out, rounds_per_opponent=args.eval_rounds, seed=args.seed, ticks_per_round=args.ticks_per_round
+        )
+    except (FileNotFoundError, ValueError) as exc:  # no checkpoint written (e.g. a disk error): report without it
+        print(f"arena train: no evaluation: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("arena train: evaluation interrupted; the report has no match table", file=sys.stderr)
+    return None
 
 
 def _match_view(dashboard: Any, agent: str, opponents: list[str]) -> Callable[[Any], None] | None:
@@ -704,31 +767,6 @@ def _summarize(
             }
         )
     return summary
-
-
-def _plot_curve(rows: list[dict[str, float]], path: Path, tank: bool) -> Path | None:
-    key = "rollout/win_rate_last_100" if tank else "rollout/ep_rew_mean"
-    points = [(r["wall_seconds"], r[key]) for r in rows if r.get(key) == r.get(key) and key in r]  # skip NaN
-    if not points:
-        return None
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("arena train: matplotlib is not installed; no learning curve", file=sys.stderr)
-        return None
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([p[0] / 60 for p in points], [p[1] for p in points])
-    ax.set_xlabel("minutes")
-    ax.set_ylabel("win rate, last 100 rounds" if tank else "mean episode return (last 100)")
-    ax.set_title("learning curve")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 class _Progress:

@@ -665,6 +665,7 @@ def _ingest_ours_once(
         return taken
 
     rejected0 = server.metrics.counter_total("frames_rejected")
+    groups0, frames0 = server.metrics.counter("frame_groups"), server.metrics.counter("frames_accepted")
     worker.begin(IngestJob(server.url, "arena", n, FrameSpec(n_steps), max_seconds=settings.window * 4 + 20))
     time.sleep(settings.warmup)
     before = sample()
@@ -676,6 +677,8 @@ def _ingest_ours_once(
     _wait_idle(server)
     row = {**_rate(before, after, n_steps), "loop_lag_ms": _ms(lag), **sender}
     row["frames_rejected"] = int(server.metrics.counter_total("frames_rejected") - rejected0)
+    groups = server.metrics.counter("frame_groups") - groups0
+    row["frames_per_group"] = round((server.metrics.counter("frames_accepted") - frames0) / groups, 2) if groups else 0.0
     print(
         f"ours        {n_steps:>3}-step frames, {n:>2} bots:    {row['tps']:>10,} steps/s  "
         f"(loop cpu {row['loop_cpu_util']:.0%}, {row['loop_us_per_frame']:.0f} us/frame, "
@@ -766,6 +769,7 @@ def _profile_ingest(
     worker.begin(IngestJob(server.url, "arena", n, FrameSpec(n_steps), max_seconds=settings.window * 4 + 20))
     time.sleep(settings.warmup)
     thread.call(profiler.enable)
+    frames_before = server.metrics.counter("frames_accepted")
     time.sleep(max(2.0, settings.window))
     thread.call(profiler.disable)
     worker.finish()
@@ -781,11 +785,12 @@ def _profile_ingest(
     def cumulative(name: str, file_part: str) -> float:
         return sum(v[3] for (path, _, func), v in table.items() if func == name and file_part in path) / total
 
-    frames = sum(v[1] for (path, _, func), v in table.items() if func == "_on_frame" and "server" in path)
+    frames = int(server.metrics.counter("frames_accepted") - frames_before)
     shares = {
-        "_on_frame (all per-frame work)": cumulative("_on_frame", "server/app.py"),
+        "_on_frames (all work on received frames)": cumulative("_on_frames", "server/app.py"),
         "unpack (msgpack + limits)": cumulative("unpack", "bot_protocol/codec.py"),
-        "TransitionBatch.from_wire (validation)": cumulative("from_wire", "bot_protocol/messages.py"),
+        "TransitionHeader.from_wire (sizes, flags, ints)": cumulative("from_wire", "bot_protocol/messages.py"),
+        "assemble_batches (one value check per group)": cumulative("assemble_batches", "bot_protocol/messages.py"),
         "SegmentAssembler.add": cumulative("add", "server/assembler.py"),
         "TransitionQueue.put": cumulative("put", "server/transition_queue.py"),
         "Metrics.inc": cumulative("inc", "server/metrics.py"),

@@ -362,6 +362,8 @@ class TrainingServer:
         d("transitions_trained", "Steps consumed by an update.")
         d("transitions_dropped", "Accepted steps not trained on, by reason.")
         d("frames_rejected", "Frames answered with an error, by error code.")
+        d("frames_accepted", "tr frames accepted.")
+        d("frame_groups", "Groups of accepted tr frames (frames that arrived together are checked and queued as one).")
         d("connected_bots", "Open bot connections.")
         d("queue_bytes", "Payload bytes in the transition queue.")
         d("policy_version", "Newest published policy version.")
@@ -594,10 +596,12 @@ class TrainingServer:
             session.last_seq = frame.seq
         steps = sum(batch.n for batch in batches)
         session.steps_accepted += steps
+        session.frames_accepted += len(kept)
         session.acting_version = (batches[-1].generation, batches[-1].version)
         session.last_frame_at = time.monotonic()
         self.metrics.inc("transitions_received", steps)
         self.metrics.inc("frames_accepted", len(kept))
+        self.metrics.inc("frame_groups")
         for batch in batches:
             self.queue.put(session.arrival(batch))
         return True

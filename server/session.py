@@ -62,6 +62,8 @@ class BotSession:
         self.last_seq = -1
         self.undecodable = 0
         self.steps_accepted = 0
+        self.frames_accepted = 0
+        """``tr`` frames accepted (frames that arrive together reach the queue as one arrival)."""
         self.connected_at = time.monotonic()
         self.last_frame_at = self.connected_at
         """``time.monotonic()`` of the newest accepted batch (the dashboard's "last seen")."""

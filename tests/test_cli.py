@@ -28,6 +28,8 @@ def test_train_then_resume_continues_the_policy_version(tmp_path):
     assert {"agent", "policy_version", "updates", "rounds", "transitions", "wall_seconds", "win_rate_last_100"} <= set(first)
     assert (out / "metrics.jsonl").read_text().count("\n") == first["updates"]
     assert list((out / "checkpoints").glob("*.pt")) and (out / "learning_curve.png").is_file()
+    assert (out / "report.html").is_file() and (out / "report.png").is_file()
+    assert {row["opponent"] for row in first["evaluation"]["opponents"]} == {"sitting", "spinner", "walker", "tracker"}
     arena(*common, "--rounds", "16", "--resume")
     second = json.loads((out / "summary.json").read_text())
     assert second["generation"] == first["generation"] + 1

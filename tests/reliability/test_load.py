@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ from websockets.exceptions import ConnectionClosed
 
 from agents import PPOAgent, PPOConfig
 from agents.common import Segment
-from bot_protocol import TransitionBatch
+from bot_protocol import TransitionBatch, TransitionHeader
 from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
 from server.session import BotSession
 from server.transition_queue import Arrival, TransitionQueue
@@ -250,7 +250,7 @@ def live_server(
 def session_table(server: TrainingServer) -> dict[str, dict[str, int]]:
     """Per-bot counters; call on the loop thread (``thread.call``)."""
     return {
-        bot_id: {"steps_accepted": s.steps_accepted, "last_seq": s.last_seq, "arrivals": s.arrivals}
+        bot_id: {"steps_accepted": s.steps_accepted, "last_seq": s.last_seq, "frames_accepted": s.frames_accepted}
         for bot_id, s in server.sessions.items()
     }
 
@@ -282,7 +282,7 @@ def check_exact_per_bot(stopped: dict[str, Any], table: dict[str, dict[str, int]
         # Seqs are sent 0, 1, 2, …; the server refuses any seq <= its high-water mark (duplicates) and
         # accepted frames_sent of them with the last one frames_sent - 1: so no gap and no duplicate.
         assert server_side["last_seq"] == bot["last_seq"], (bot["name"], server_side)
-        assert server_side["arrivals"] == bot["frames_sent"], (bot["name"], server_side)
+        assert server_side["frames_accepted"] == bot["frames_sent"], (bot["name"], server_side)
         assert not bot["errors"], (bot["name"], bot["errors"])
         assert not bot["unexpected_close"], (bot["name"], bot["close_code"], bot["close_reason"])
 
@@ -1200,9 +1200,12 @@ class LeakyServer(TrainingServer):
         super().__init__(*args, **kwargs)
         self.retained: list[bytes] = []
 
-    async def _on_batch(self, connection: ServerConnection, session: BotSession, batch: TransitionBatch) -> bool:
-        self.retained.append(bytes(1024))  # a new object each time (b"\x00" * 1024 would be one folded constant)
-        return await super()._on_batch(connection, session, batch)
+    async def _on_group(
+        self, connection: ServerConnection, session: BotSession, group: Sequence[TransitionHeader | TransitionBatch]
+    ) -> bool:
+        for _ in group:
+            self.retained.append(bytes(1024))  # a new object each time (b"\x00" * 1024 would be one folded constant)
+        return await super()._on_group(connection, session, group)
 
 
 class Quiescer:
