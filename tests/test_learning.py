@@ -24,7 +24,20 @@ def wins_against_sitting(policy: Policy, rounds: int = 40) -> int:
 def test_short_training_run_beats_the_untrained_policy(tmp_path):
     """40 s of `arena train` vs sitting wins clearly more 40-round matches than the same seed untrained."""
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "arena.cli", "train", "--workers", "1", "--minutes", "0.67", "--eval-rounds", "0", "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "arena.cli",
+        "train",
+        "--workers",
+        "1",
+        "--minutes",
+        "0.67",
+        "--eval-rounds",
+        "0",
+        "--out",
+        str(out),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout(180))
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
