@@ -55,7 +55,7 @@ from bot_protocol import (
 from bot_protocol.codec import message_from_bot, unpack
 
 from .admission import Admission
-from .config import ServerConfig, TrainerConfig
+from .config import ServerConfig, TrainerConfig, url_host
 from .dashboard import Dashboard, DashboardConfig
 from .looplag import LoopLagMonitor
 from .metrics import Metrics
@@ -190,9 +190,8 @@ class TrainingServer:
 
     @property
     def url(self) -> str:
-        host = self.config.host if ":" not in self.config.host else f"[{self.config.host}]"
         scheme = "wss" if self.config.tls_cert else "ws"
-        return f"{scheme}://{host}:{self.port}"
+        return f"{scheme}://{url_host(self.config.host)}:{self.port}"
 
     async def close(self) -> None:
         """Stop accepting, close bots with 1001, stop the trainer, write the final checkpoint (idempotent)."""

@@ -13,6 +13,11 @@ from pathlib import Path
 __all__ = ["ServerConfig", "TrainerConfig"]
 
 
+def url_host(host: str) -> str:
+    """``host`` as it goes in a URL: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True

@@ -61,7 +61,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
-from .config import is_loopback
+from .config import is_loopback, url_host
 
 if TYPE_CHECKING:  # the dashboard only reads a running server; no import cycle at run time
     from .app import TrainingServer
@@ -275,9 +275,8 @@ class Dashboard:
     @property
     def url(self) -> str:
         """The page's address (without the token)."""
-        host = self.config.host if ":" not in self.config.host else f"[{self.config.host}]"
         scheme = "https" if self.server.config.tls_cert else "http"
-        return f"{scheme}://{host}:{self.port}/"
+        return f"{scheme}://{url_host(self.config.host)}:{self.port}/"
 
     @property
     def observers(self) -> int:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import timeout
+from .conftest import self_signed_certificate, timeout
 
 
 def arena(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -266,38 +266,6 @@ def test_worker_budget_and_refusal():
                 process.communicate()
 
 
-def _self_signed_certificate(directory) -> tuple[str, str]:
-    """A certificate for 127.0.0.1 and its key, as PEM files."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return str(cert_path), str(key_path)
-
-
 def test_worker_over_wss_verifies_the_certificate(tmp_path):
     """`arena worker --url wss://` plays against a TLS server whose certificate it trusts (SSL_CERT_FILE)."""
     import os
@@ -307,7 +275,7 @@ def test_worker_over_wss_verifies_the_certificate(tmp_path):
 
     from .conftest import running_server
 
-    cert, key = _self_signed_certificate(tmp_path)
+    cert, key = self_signed_certificate(tmp_path)
     with running_server(OBS_DIM, ACT_DIM, tls_cert=cert, tls_key=key) as server:
         assert server.url.startswith("wss://")
         command = [sys.executable, "-m", "arena.cli", "worker", "--url", server.url, "--matches", "2", "--rounds", "2",

@@ -6,7 +6,6 @@ file checks the admission rules themselves with an injected clock, and TLS end t
 
 from __future__ import annotations
 
-import datetime
 import ssl
 import subprocess
 import sys
@@ -20,46 +19,11 @@ from bot_protocol.client import BotClient, ClientConfig
 from server import ServerConfig
 from server.admission import Admission
 
-from ..conftest import serving, timeout
-
-
-def _self_signed(tmp_path) -> tuple[str, str]:  # type: ignore[no-untyped-def]
-    cryptography = pytest.importorskip("cryptography")
-    del cryptography
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    import ipaddress
-
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return str(cert_path), str(key_path)
+from ..conftest import self_signed_certificate, serving, timeout
 
 
 async def test_tls_serves_wss_and_the_client_verifies_the_certificate(tmp_path):
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed_certificate(tmp_path)
     async with serving(tls_cert=cert, tls_key=key, token="s3cret-token") as server:
         assert server.url.startswith("wss://")
         trusted = ssl.create_default_context(cafile=cert)
