@@ -89,7 +89,7 @@ def test_bad_arguments_give_one_line_and_exit_2(args):
 
 
 def test_serve_stops_cleanly_on_sigterm(tmp_path):
-    """`arena serve` answers /healthz, and SIGTERM closes it with a final checkpoint and exit 0."""
+    """`arena serve` answers /healthz, serves its dashboard page, and SIGTERM closes it with a final checkpoint and exit 0."""
     import re
     import signal
     import urllib.request
@@ -108,6 +108,8 @@ def test_serve_stops_cleanly_on_sigterm(tmp_path):
             "0",
             "--out",
             str(tmp_path),
+            "--dashboard-port",
+            "0",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -119,6 +121,10 @@ def test_serve_stops_cleanly_on_sigterm(tmp_path):
         assert match, line + process.stderr.read()
         with urllib.request.urlopen(f"http://{match.group(1)}:{match.group(2)}/healthz", timeout=5) as response:
             assert response.status == 200
+        dashboard = process.stdout.readline()
+        assert dashboard.startswith("dashboard: http://127.0.0.1:"), dashboard
+        with urllib.request.urlopen(dashboard.split()[1], timeout=5) as response:
+            assert response.status == 200 and b"Arena Trainer" in response.read()
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout(15)) == 0
     finally:
