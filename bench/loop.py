@@ -644,10 +644,15 @@ class Settings:
     profile: bool
 
 
-def _wait_idle(server: TrainingServer, timeout: float = 10.0) -> None:
-    """Wait until every bot of the previous run has left (so runs do not overlap)."""
+def _wait_idle(server: TrainingServer, timeout: float = 120.0) -> None:
+    """Wait until every bot of the previous run has left and the trainer has drained its backlog.
+
+    The loop can accept frames faster than the trainer thread splits them into segments, so a
+    run may leave a backlog in the (1 GiB) queue; the next run must not start while the trainer
+    still holds the GIL for it, or while the queue is past its high-water mark (credit withheld).
+    """
     deadline = time.monotonic() + timeout
-    while server.sessions and time.monotonic() < deadline:
+    while (server.sessions or len(server.queue)) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
@@ -672,11 +677,13 @@ def _ingest_ours_once(
     thread.call(server.lag.reset)
     time.sleep(settings.window)
     after = sample()
+    backlog = server.queue.nbytes  # > 0: the loop accepted faster than the trainer thread drained
     lag = thread.call(server.lag.percentiles)
     sender = worker.finish()
     _wait_idle(server)
     row = {**_rate(before, after, n_steps), "loop_lag_ms": _ms(lag), **sender}
     row["frames_rejected"] = int(server.metrics.counter_total("frames_rejected") - rejected0)
+    row["queue_mb_at_end"] = round(backlog / 2**20, 1)
     groups = server.metrics.counter("frame_groups") - groups0
     row["frames_per_group"] = round((server.metrics.counter("frames_accepted") - frames0) / groups, 2) if groups else 0.0
     print(
