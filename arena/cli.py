@@ -53,6 +53,12 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _opponent_kind(text: str) -> str:
+    if text in SCRIPTED_NAMES or text.startswith("royale:"):
+        return text
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(SCRIPTED_NAMES)} or royale:PATH)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="arena",
@@ -82,8 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--opponent",
         action="append",
-        choices=SCRIPTED_NAMES,
-        help="scripted opponent; repeat for a mix spread over the matches (default: sitting)",
+        type=_opponent_kind,
+        metavar="NAME|royale:PATH",
+        help="scripted opponent (sitting, spinner, walker, tracker) or a Tank Royale bot directory (royale:PATH, one bot "
+        "process per match, see docs/royale.md); repeat for a mix spread over the matches (default: sitting)",
     )
     train.add_argument("--matches", type=_positive_int, default=16, help="parallel matches per learning bot (default: 16)")
     train.add_argument("--bots", type=_positive_int, default=1, help="learning bot connections, one thread each (default: 1)")
@@ -132,12 +140,24 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog="example: arena match --bot runs/latest --bot tracker --rounds 200",
     )
-    match.add_argument("--bot", action="append", required=True, help="scripted name or policy file; give 2 to 8")
+    match.add_argument(
+        "--bot",
+        action="append",
+        required=True,
+        help="scripted name, policy file or royale:PATH (Tank Royale bot); give 2 to 8",
+    )
     match.add_argument("--rounds", type=_positive_int, default=100, help="rounds to play (default: 100)")
     match.add_argument("--ticks-per-round", type=_positive_int, default=2000, help="round tick cap (default: 2000)")
     match.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     match.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of a table")
     match.add_argument("--deterministic", action="store_true", help="trained policies act with their mean action")
+    match.add_argument(
+        "--royale-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="wait on 127.0.0.1:P for the royale:NAME bots, started by hand, instead of booting royale:PATH (docs/royale.md)",
+    )
     match.add_argument(
         "--record",
         type=Path,
@@ -267,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument("checkpoint", type=Path, help="a checkpoint file (*.pt with its .json manifest) or a run directory")
     export.add_argument("-o", "--output", type=Path, required=True, help="file to write (e.g. policy.weights)")
+    export.add_argument(
+        "--royale", action="store_true", help="write a Tank Royale bot directory OUTPUT instead (see docs/royale.md)"
+    )
     return parser
 
 
@@ -561,6 +584,8 @@ def _train(args: argparse.Namespace) -> int:
     if args.eval_rounds < 0:
         raise ValueError(f"--eval-rounds must be >= 0, got {args.eval_rounds}")
     opponents = args.opponent or ["sitting"]
+    if args.workers and any(o.startswith("royale:") for o in opponents):
+        raise ValueError("royale:PATH opponents play with --bots (threads of this process), not --workers")
     rules = TankRules(max_ticks=args.ticks_per_round)
     minutes = args.minutes
     if minutes is None and args.rounds is None and args.steps is None:
@@ -595,18 +620,22 @@ def _train(args: argparse.Namespace) -> int:
         seed = args.seed * 1000 + i
         try:
             if tank:
-                play_learning_bot(
-                    running.url,
-                    opponents,
-                    n_matches=args.matches,
-                    stop=stop,
-                    rules=rules,
-                    token=args.token,
-                    seed=seed,
-                    name=f"tank{i}",
-                    log=rounds_log,
-                    watch=_match_view(server.dashboard, args.agent, opponents) if i == 0 else None,
-                )
+                from .royale.train import learning_opponents  # royale:PATH opponents: Tank Royale bots, booted
+
+                view = _match_view(server.dashboard, args.agent, opponents) if i == 0 else None
+                with learning_opponents(opponents, args.matches, rules, view) as hooks:
+                    play_learning_bot(
+                        running.url,
+                        opponents,
+                        n_matches=args.matches,
+                        stop=stop,
+                        rules=rules,
+                        token=args.token,
+                        seed=seed,
+                        name=f"tank{i}",
+                        log=rounds_log,
+                        **hooks,
+                    )
             else:
                 reach_games[i], _ = play_reach(
                     running.url,
@@ -843,25 +872,30 @@ class _Progress:
 def _match(args: argparse.Namespace) -> int:
     from .play import PolicyController, ScriptedController, play_match
     from .policies import load_policy
+    from .royale.server import RoyaleBotSpec, RoyaleServerConfig, play_royale_match, royale_rules
     from .tank.engine import TankRules
 
+    royale = any(RoyaleBotSpec.matches(spec) for spec in args.bot) or args.royale_port is not None
     if not 2 <= len(args.bot) <= 8:
         raise ValueError(f"give 2 to 8 --bot, got {len(args.bot)}")
     if args.record is not None and not args.record.parent.is_dir():  # before a long match, not after
         raise FileNotFoundError(f"--record {args.record}: no directory {args.record.parent}")
     # A recording replays only if its rounds ran one after another in one arena (see Recorder).
-    n_matches = 1 if args.record is not None else min(50, args.rounds)
+    n_matches = 1 if args.record is not None or royale else min(50, args.rounds)
     players: list[Any] = []
     names: list[str] = []
     bots: list[dict[str, Any]] = []
     for i, spec in enumerate(args.bot):
-        name = spec if spec in SCRIPTED_NAMES else Path(spec).name or spec
+        name = spec if spec in SCRIPTED_NAMES else Path(spec.removeprefix("royale:")).name or spec
         if name in names:  # the same bot twice (a mirror match): tell the rows apart
             name = f"{name}#{i + 1}"
         names.append(name)
         if spec in SCRIPTED_NAMES:
             players.append(ScriptedController(spec, n=n_matches, seed=args.seed + i))
             bots.append({"name": name, "kind": "scripted", "spec": spec})
+        elif RoyaleBotSpec.matches(spec):
+            players.append(RoyaleBotSpec.parse(spec))
+            bots.append({"name": name, "kind": "royale", "spec": spec})
         else:
             policy = load_policy(Path(spec))
             players.append(PolicyController(name, policy, seed=args.seed + i, stochastic=not args.deterministic))
@@ -876,13 +910,19 @@ def _match(args: argparse.Namespace) -> int:
                 }
             )
         players[-1].name = name
-    rules = TankRules(max_ticks=args.ticks_per_round)
+    rules = royale_rules(args.ticks_per_round) if royale else TankRules(max_ticks=args.ticks_per_round)
     recorder = None
     if args.record is not None:
         from .replay import Recorder
 
         recorder = Recorder(names, args.seed, rules, bots)
-    result = play_match(players, args.rounds, seed=args.seed, n_matches=n_matches, rules=rules, observer=recorder)
+    if royale:
+        config = RoyaleServerConfig(port=args.royale_port or 0)
+        result = play_royale_match(
+            players, args.rounds, args.seed, rules, config, args.royale_port is None, recorder, announce=_stderr_line
+        )
+    else:
+        result = play_match(players, args.rounds, seed=args.seed, n_matches=n_matches, rules=rules, observer=recorder)
     if recorder is not None:
         size = recorder.recording(result).save(args.record)
         print(
@@ -909,6 +949,10 @@ def _match(args: argparse.Namespace) -> int:
         )
     Console().print(table)
     return 0
+
+
+def _stderr_line(message: str) -> None:
+    print(f"arena match: {message}", file=sys.stderr, flush=True)
 
 
 # ── arena replay ─────────────────────────────────────────────────────────────
@@ -1119,6 +1163,12 @@ def _serve(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from .policies import export_weights
 
+    if args.royale:
+        from .royale.export import export_royale_bot
+
+        weights = export_royale_bot(args.checkpoint, args.output)
+        print(f"arena export: wrote the Tank Royale bot {args.output}/ (version {weights.generation}.{weights.version})")
+        return 0
     weights = export_weights(args.checkpoint, args.output)
     print(
         f"arena export: wrote {args.output} ({args.output.stat().st_size:,} bytes): {weights.arch.kind} "

@@ -28,6 +28,8 @@ __all__ = [
     "ACT_DIM",
     "OBS_DIM",
     "OBS_FIELDS",
+    "BulletEvents",
+    "StepEvents",
     "StepInfo",
     "TankBattle",
     "TankRules",
@@ -78,6 +80,8 @@ LEAD_POWER = 2.0
 _HEAT_EPS = 1e-9  # gun heat below this is 0 (0.1-steps in floating point do not land on 0 exactly)
 _OVERLAP_EPS = 1e-6  # the push-apart pass separates tanks closer than 2R - eps
 _RAM_TOL = 0.05  # a collision needs an overlap of at least this (ignores push-apart residues in FFA jams)
+_BOOL_RULES = frozenset({"bullet_collisions"})
+_COMPACT_CLASHES = 48  # up to this many bullets in flight, bullet-bullet pairs are tested as one (K, K) block
 
 
 @dataclass(frozen=True)
@@ -156,10 +160,19 @@ class TankRules:
     """Points per point of ram damage dealt (Robocode 2)."""
     bonus_ram_kill: float = 0.3
     """Fraction of all ram damage dealt to a tank that its ram-killer gets (Robocode 30%)."""
+    radar_range: float = 1200.0
+    """How far a radar sweep sees (Tank Royale ``RADAR_RADIUS``); used by the scan events (``record_events``)."""
+    bullet_collisions: bool = False
+    """Bullets whose paths cross in a tick destroy each other (Robocode and Tank Royale). Off by default so that
+    the learning arena stays as it was trained; the Tank Royale endpoint (``arena.royale``) turns it on."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name in _BOOL_RULES:
+                if not isinstance(value, bool):
+                    raise ValueError(f"TankRules.{f.name} must be a bool, got {value!r}")
+                continue
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"TankRules.{f.name} must be a number, got {value!r}")
             if not math.isfinite(value):
@@ -182,6 +195,7 @@ class TankRules:
             "inactivity_ticks",
             "bullets_per_tank",
             "spawn_cell",
+            "radar_range",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -294,6 +308,8 @@ class StepInfo:
     """(M, T) cumulative Robocode-style round score so far (final when round_over)."""
     winner: NDArray[np.int64]
     """(M,) index of the last survivor; -1 while running, if nobody survived or if truncated."""
+    events: StepEvents | None = None
+    """What happened, tank by tank and bullet by bullet, when the battle's ``record_events`` is on (else None)."""
 
     def reward_terms(self) -> NDArray[np.float32]:
         """(M, T, 5): energy_delta, enemy_energy_delta, enemy_distance, max_distance, gun_bearing_abs."""
@@ -304,6 +320,70 @@ class StepInfo:
         out[..., 3] = self.max_distance
         out[..., 4] = self.gun_bearing_abs
         return out
+
+
+@dataclass
+class BulletEvents:
+    """Bullets that did something this tick, one entry per bullet (1-D arrays of equal length).
+
+    ``slot`` indexes the battle's bullet arrays (``bullet_*[match, slot]``); ``x``/``y`` is where
+    the bullet was at the end of its move this tick. ``victim`` and ``damage`` are set for hits
+    (-1 and 0 otherwise).
+    """
+
+    match: NDArray[np.intp]
+    slot: NDArray[np.intp]
+    owner: NDArray[np.intp]
+    power: NDArray[np.float64]
+    x: NDArray[np.float64]
+    y: NDArray[np.float64]
+    heading: NDArray[np.float64]
+    victim: NDArray[np.intp]
+    damage: NDArray[np.float64]
+
+    @classmethod
+    def empty(cls) -> BulletEvents:
+        i, f = np.zeros(0, np.intp), np.zeros(0)
+        return cls(i, i, i, f, f, f, f, i, f)
+
+    def __len__(self) -> int:
+        return len(self.match)
+
+
+@dataclass
+class StepEvents:
+    """Everything one step did that a Tank Royale bot hears about (``TankBattle.record_events``).
+
+    Computed only when asked for, so the training loop pays nothing for it. The per-tank
+    turn figures are what the tank actually applied this tick (degrees, positive = left):
+    ``body_turn`` after the speed-dependent limit, ``gun_turn`` and ``radar_turn`` relative to
+    what carries them, and ``radar_sweep`` the radar's total rotation: the arc its scan covered.
+    """
+
+    body_turn: NDArray[np.float64]
+    """(M, T) body turn applied this tick."""
+    gun_turn: NDArray[np.float64]
+    """(M, T) gun turn applied on top of the body's (before ``turn_coupling``)."""
+    radar_turn: NDArray[np.float64]
+    """(M, T) radar turn applied on top of the gun's (before ``turn_coupling``)."""
+    radar_sweep: NDArray[np.float64]
+    """(M, T) total change of the radar heading this tick: the scanned arc ends at the new radar heading."""
+    hit_wall: NDArray[np.bool_]
+    """(M, T) the tank hit a wall this tick."""
+    collided: NDArray[np.bool_]
+    """(M, T, T) tanks i and j collided this tick (symmetric)."""
+    rammed: NDArray[np.bool_]
+    """(M, T, T) [rammer, victim]: i moved into j (Tank Royale's ``isRamming``) in a collision this tick."""
+    scanned: NDArray[np.bool_]
+    """(M, T, T) [scanner, scanned]: j's circle was inside i's radar sweep (range ``radar_range``) this tick."""
+    fired: BulletEvents
+    """Bullets fired this tick (at the tank's centre, along the gun heading)."""
+    bullet_hits: BulletEvents
+    """Bullets that hit a tank (``victim``, ``damage``)."""
+    bullet_walls: BulletEvents
+    """Bullets that left the field."""
+    bullet_bullets: tuple[BulletEvents, BulletEvents]
+    """Pairs of bullets that destroyed each other (``TankRules.bullet_collisions``): entry k of both."""
 
 
 # --- the battle ----------------------------------------------------------------------------------
@@ -391,6 +471,24 @@ class TankBattle:
         self._other: NDArray[np.intp] = np.broadcast_to(
             np.arange(T, dtype=np.intp)[::-1], (M, T)
         ).copy()  # 1v1: the enemy's index
+
+        # Tank Royale extensions (arena.royale sets them; the training loop leaves them alone and pays nothing).
+        self.reward_terms = True
+        """When False, ``step`` skips the reward geometry of StepInfo (``enemy_distance`` is then the diagonal and
+        ``gun_bearing_abs`` 180 everywhere): for battles nobody learns from, like a Tank Royale match."""
+        self.record_events = False
+        """When True, every ``step`` also fills ``StepInfo.events`` (and ``last_events``): scans, collisions, bullets."""
+        self.last_events: StepEvents | None = None
+        """The events of the last step (``record_events``), for code that sees the battle but not the StepInfo."""
+        self.turn_coupling: NDArray[np.float64] | None = None
+        """(M, T, 3) or None: how much of the body turn the gun follows, and of the body and gun turns the radar
+        follows (Tank Royale's ``adjustGunForBodyTurn``/``adjustRadar...`` flags); None = (1, 1, 1), fully carried."""
+        self.rescan: NDArray[np.bool_] | None = None
+        """(M, T) or None: tanks that scan this tick although they neither move nor turn (Tank Royale ``rescan``)."""
+        self._ev_fired: BulletEvents | None = None
+        self._ev_rams: tuple[NDArray[np.intp], NDArray[np.bool_], NDArray[np.bool_]] | None = None
+        self._ev_bullets: tuple[BulletEvents, BulletEvents, tuple[BulletEvents, BulletEvents]] | None = None
+        self._ev_pairs: tuple[BulletEvents, BulletEvents] | None = None
         self.reset()
 
     # --- reset ----------------------------------------------------------------------------------
@@ -618,10 +716,17 @@ class TankBattle:
             body *= live
             gun *= live
             radar *= live
-        gun += body
+        radar_old = self.radar_heading
+        coupling = self.turn_coupling
+        if coupling is None:  # the gun rides on the body, the radar on the gun
+            gun_abs = gun + body
+            self.radar_heading = np.remainder(radar_old + gun_abs + radar, 360.0)
+        else:  # Tank Royale's adjust flags: the gun / radar do not (fully) follow what carries them
+            c = np.asarray(coupling, np.float64)
+            gun_abs = gun + body * c[..., 0]
+            self.radar_heading = np.remainder(radar_old + (radar + body * c[..., 1] + gun * c[..., 2]), 360.0)
         self.heading = np.remainder(self.heading + body, 360.0)
-        self.gun_heading = np.remainder(self.gun_heading + gun, 360.0)
-        self.radar_heading = np.remainder(self.radar_heading + gun + radar, 360.0)
+        self.gun_heading = np.remainder(self.gun_heading + gun_abs, 360.0)
         h = self.heading * _DEG
         cos_h, sin_h = np.cos(h), np.sin(h)
         vm = v if all_running else v * running[:, None]
@@ -650,6 +755,9 @@ class TankBattle:
         rows = np.flatnonzero(bumped)
         if rows.size:
             x, y, v, alive_now = self._rams(rows, coll[rows], dx[rows], dy[rows], x, y, x_old, y_old, v, h, alive_now)
+        rec = self.record_events
+        if rec:
+            scanned = self._scan(x, y, x_old, y_old, body, gun_abs, radar_old, live)
 
         # 5. Bullets: move along their path; the first living non-owner tank the path crosses is hit;
         #    bullets whose end point leaves the field are removed.
@@ -695,23 +803,104 @@ class TankBattle:
         self.truncated |= trunc
 
         # Step info.
-        has, ndx, ndy, dist, nj = self._nearest()
         d_energy = energy - energy0
-        lux, luy = self._lead(has, ndx, ndy, nj)
-        gb = np.abs(normalize_relative(np.degrees(np.arctan2(luy, lux)) - self.gun_heading))
+        if self.reward_terms:
+            has, ndx, ndy, dist, nj = self._nearest()
+            lux, luy = self._lead(has, ndx, ndy, nj)
+            gb = np.abs(normalize_relative(np.degrees(np.arctan2(luy, lux)) - self.gun_heading))
+            enemy_distance = np.where(has, dist, self.max_distance).astype(np.float32)
+            gun_bearing_abs = np.where(has, gb, 180.0).astype(np.float32)
+        else:  # nobody learns from this battle (a Tank Royale match): skip the geometry
+            enemy_distance = np.full((M, T), self.max_distance, np.float32)
+            gun_bearing_abs = np.full((M, T), 180.0, np.float32)
+        events = None
+        if rec:
+            events = self._events(body, gun, radar, radar_old, hit_wall, scanned)
+        self.last_events = events
         return StepInfo(
             energy_delta=d_energy.astype(np.float32),
             enemy_energy_delta=(d_energy.sum(axis=1, keepdims=True) - d_energy).astype(np.float32),
-            enemy_distance=np.where(has, dist, self.max_distance).astype(np.float32),
+            enemy_distance=enemy_distance,
             max_distance=float(self.max_distance),
-            gun_bearing_abs=np.where(has, gb, 180.0).astype(np.float32),
+            gun_bearing_abs=gun_bearing_abs,
             alive=self.alive.copy(),
             died=died,
             round_over=self.round_over.copy(),
             truncated=self.truncated.copy(),
             scores=self.scores.astype(np.float32),
             winner=self.winner.copy(),
+            events=events,
         )
+
+    def _events(
+        self,
+        body: NDArray[np.float64],
+        gun: NDArray[np.float64],
+        radar: NDArray[np.float64],
+        radar_old: NDArray[np.float64],
+        hit_wall: NDArray[np.bool_],
+        scanned: NDArray[np.bool_],
+    ) -> StepEvents:
+        """Collect the records the phases left behind (``record_events`` only) into one StepEvents."""
+        M, T = self.n_matches, self.n_tanks
+        collided = np.zeros((M, T, T), bool)
+        rammed = np.zeros((M, T, T), bool)
+        if self._ev_rams is not None:
+            rows, coll, rams = self._ev_rams
+            collided[rows[:, None], self._pi, self._pj] = coll
+            collided[rows[:, None], self._pj, self._pi] = coll
+            rammed[rows] = rams
+        fired = self._ev_fired or BulletEvents.empty()
+        hits, walls, pairs = self._ev_bullets or (BulletEvents.empty(), BulletEvents.empty(), (BulletEvents.empty(),) * 2)
+        self._ev_fired = self._ev_rams = self._ev_bullets = None
+        return StepEvents(
+            body_turn=body,
+            gun_turn=gun,
+            radar_turn=radar,
+            radar_sweep=normalize_relative(self.radar_heading - radar_old),
+            hit_wall=hit_wall.copy(),
+            collided=collided,
+            rammed=rammed,
+            scanned=scanned,
+            fired=fired,
+            bullet_hits=hits,
+            bullet_walls=walls,
+            bullet_bullets=pairs,
+        )
+
+    def _scan(
+        self,
+        x: NDArray[np.float64],
+        y: NDArray[np.float64],
+        x_old: NDArray[np.float64],
+        y_old: NDArray[np.float64],
+        body: NDArray[np.float64],
+        gun_abs: NDArray[np.float64],
+        radar_old: NDArray[np.float64],
+        live: NDArray[np.bool_],
+    ) -> NDArray[np.bool_]:
+        """(M, T, T) [scanner, scanned]: which tanks each radar swept over this tick (Tank Royale's scan).
+
+        The radar covers the arc from its old to its new heading, out to ``radar_range``; a tank
+        is scanned when its circle touches that sector: its centre is within range + radius and
+        its angular extent (asin(radius / distance)) overlaps the arc. A zero arc is a line.
+        As in Tank Royale, a tank scans only when it moved or turned something this tick, or
+        asked to ``rescan``.
+        """
+        r = self.rules
+        sweep = normalize_relative(self.radar_heading - radar_old)
+        moving = (x != x_old) | (y != y_old) | (body != 0.0) | (gun_abs != 0.0) | (sweep != 0.0)
+        if self.rescan is not None:
+            moving = moving | self.rescan
+        dx = x[:, None, :] - x[:, :, None]  # [m, i, j] = x_j - x_i
+        dy = y[:, None, :] - y[:, :, None]
+        dist = np.sqrt(dx * dx + dy * dy)
+        centre = self.radar_heading - 0.5 * sweep  # the middle of the swept arc
+        bearing = np.degrees(np.arctan2(dy, dx))
+        off = np.abs(normalize_relative(bearing - centre[:, :, None]))
+        half = np.degrees(np.arcsin(np.minimum(r.tank_radius / np.maximum(dist, 1e-9), 1.0)))
+        seen = (off <= 0.5 * np.abs(sweep)[:, :, None] + half) & (dist - r.tank_radius <= r.radar_range)
+        return np.asarray(seen & (live & moving)[:, :, None] & live[:, None, :] & ~self._eye)
 
     def _fire(self, want: NDArray[np.bool_], power: NDArray[np.float64]) -> NDArray[np.bool_]:
         """Put a bullet in a free slot for every tank in ``want`` (tank-index order); returns who fired."""
@@ -738,6 +927,11 @@ class TankBattle:
         self.bullet_owner.flat[flat] = ti
         self._bullet_dx.flat[flat] = np.cos(gr)
         self._bullet_dy.flat[flat] = np.sin(gr)
+        if self.record_events:
+            n = len(mi)
+            self._ev_fired = BulletEvents(
+                mi, slot[ri, ti], ti, p, self.x[mi, ti], self.y[mi, ti], g, np.full(n, -1, np.intp), np.zeros(n)
+            )
         fired = np.zeros_like(want)
         fired[mi, ti] = True
         return fired
@@ -767,6 +961,8 @@ class TankBattle:
         rams = np.zeros((len(rows), T, T), bool)  # [attacker, victim]
         rams[:, pi, pj] = ram_i
         rams[:, pj, pi] = ram_j
+        if self.record_events:
+            self._ev_rams = (rows, coll, rams)
         n_coll = coll.astype(np.float64) @ self._pair_sum  # (R, T) collisions per tank
         e_before = self.energy[rows]
         e_after = e_before - r.ram_damage * n_coll
@@ -811,11 +1007,18 @@ class TankBattle:
         qx = cx - s * bdx[:, None]
         qy = cy - s * bdy[:, None]
         hitp = (qx * qx + qy * qy <= rad * rad) & alive_now[m] & (self.bullet_owner.ravel()[fi, None] != self._tidx)
-        hit_k = hitp.any(axis=1)
-        hit_match = None
         ex = bx + bdx * sp
         ey = by + bdy * sp
-        gone = (ex <= 0.0) | (ex >= r.width) | (ey <= 0.0) | (ey >= r.height)
+        clash = None
+        if r.bullet_collisions and fi.size > 1:
+            clash = self._bullet_clashes(fi, m, bx, by, ex, ey)
+            if clash is not None:
+                hitp &= ~clash[:, None]  # bullets that met a bullet hit nothing else
+        hit_k = hitp.any(axis=1)
+        hit_match = None
+        out = (ex <= 0.0) | (ex >= r.width) | (ey <= 0.0) | (ey >= r.height)
+        gone = out if clash is None else out | clash
+        onehot = None
         if hit_k.any():
             hit_match = np.zeros(self.n_matches, bool)
             kh = np.flatnonzero(hit_k)
@@ -827,16 +1030,154 @@ class TankBattle:
             slots = fi[kh] - m[kh] * B
             dense_hit[inv, slots] = hitp[kh]
             dense_s[inv, slots] = s[kh]
-            self._bullet_hits(rows, dense_hit, dense_s)
+            onehot, dmg = self._bullet_hits(rows, dense_hit, dense_s)
             gone |= hit_k
+        if self.record_events:
+            self._record_bullets(
+                fi, m, ex, ey, out & ~hit_k, onehot, dmg if onehot is not None else None, rows if onehot is not None else None
+            )
         keep = fi[~gone]
         self.bullet_x.ravel()[keep] = ex[~gone]
         self.bullet_y.ravel()[keep] = ey[~gone]
         self.bullet_active.ravel()[fi[gone]] = False
         return hit_match
 
-    def _bullet_hits(self, rows: NDArray[np.int64], hitp: NDArray[np.bool_], s: NDArray[np.float64]) -> None:
-        """Apply the bullet hits ``hitp`` (R, B, T) of the matches ``rows``, in slot order."""
+    def _bullet_clashes(
+        self,
+        fi: NDArray[np.int64],
+        m: NDArray[np.int64],
+        bx: NDArray[np.float64],
+        by: NDArray[np.float64],
+        ex: NDArray[np.float64],
+        ey: NDArray[np.float64],
+    ) -> NDArray[np.bool_] | None:
+        """Bullets (of ``fi``) whose path segments cross another bullet's this tick; None if none do.
+
+        Only matches with two or more bullets in flight are looked at, as dense (R, B, B) pairs;
+        the pairs are recorded for ``record_events``.
+        """
+        M, B = self.n_matches, self.n_bullets
+        if fi.size <= _COMPACT_CLASHES:
+            return self._bullet_clashes_compact(fi, m, bx, by, ex, ey)
+        count = np.bincount(m, minlength=M)
+        rows = np.flatnonzero(count >= 2)
+        if rows.size == 0:
+            return None
+        pos = np.full(M, -1, np.intp)
+        pos[rows] = np.arange(len(rows))
+        ks = np.flatnonzero(pos[m] >= 0)
+        ri, slot = pos[m[ks]], fi[ks] - m[ks] * B
+        shape = (len(rows), B)
+        valid = np.zeros(shape, bool)
+        valid[ri, slot] = True
+        sx, sy, dx, dy = (np.zeros(shape) for _ in range(4))
+        sx[ri, slot], sy[ri, slot] = bx[ks], by[ks]
+        dx[ri, slot], dy[ri, slot] = ex[ks] - bx[ks], ey[ks] - by[ks]
+        # Segments p + t d1 and q + u d2 cross when t and u are both in [0, 1].
+        qx = sx[:, None, :] - sx[:, :, None]  # [r, a, b] = start_b - start_a
+        qy = sy[:, None, :] - sy[:, :, None]
+        denom = dx[:, :, None] * dy[:, None, :] - dy[:, :, None] * dx[:, None, :]
+        safe = np.where(denom == 0.0, 1.0, denom)
+        t = (qx * dy[:, None, :] - qy * dx[:, None, :]) / safe
+        u = (qx * dy[:, :, None] - qy * dx[:, :, None]) / safe
+        upper = np.triu(np.ones((B, B), bool), 1)
+        cross = (denom != 0.0) & (t >= 0.0) & (t <= 1.0) & (u >= 0.0) & (u <= 1.0) & upper
+        cross &= valid[:, :, None] & valid[:, None, :]
+        if not cross.any():
+            return None
+        dense = cross.any(axis=2) | cross.any(axis=1)
+        if self.record_events:
+            pr, pa, pb = np.nonzero(cross)
+            pm = rows[pr]
+            self._ev_pairs = (
+                self._bullet_records(pm, pa, sx[pr, pa] + dx[pr, pa], sy[pr, pa] + dy[pr, pa]),
+                self._bullet_records(pm, pb, sx[pr, pb] + dx[pr, pb], sy[pr, pb] + dy[pr, pb]),
+            )
+        return np.asarray(dense[pos[m], fi - m * B] & (pos[m] >= 0))
+
+    def _bullet_clashes_compact(
+        self,
+        fi: NDArray[np.int64],
+        m: NDArray[np.int64],
+        bx: NDArray[np.float64],
+        by: NDArray[np.float64],
+        ex: NDArray[np.float64],
+        ey: NDArray[np.float64],
+    ) -> NDArray[np.bool_] | None:
+        """:meth:`_bullet_clashes` for few bullets in flight: all (K, K) pairs of the list at once (same match only)."""
+        B = self.n_bullets
+        dx, dy = ex - bx, ey - by
+        qx = bx[None, :] - bx[:, None]  # [a, b] = start_b - start_a
+        qy = by[None, :] - by[:, None]
+        denom = dx[:, None] * dy[None, :] - dy[:, None] * dx[None, :]
+        safe = np.where(denom == 0.0, 1.0, denom)
+        t = (qx * dy[None, :] - qy * dx[None, :]) / safe
+        u = (qx * dy[:, None] - qy * dx[:, None]) / safe
+        k = len(fi)
+        cross = (denom != 0.0) & (t >= 0.0) & (t <= 1.0) & (u >= 0.0) & (u <= 1.0) & (m[:, None] == m[None, :])
+        cross &= np.triu(np.ones((k, k), bool), 1)
+        if not cross.any():
+            return None
+        if self.record_events:
+            pa, pb = np.nonzero(cross)
+            pm = m[pa]
+            self._ev_pairs = (
+                self._bullet_records(pm, fi[pa] - pm * B, ex[pa], ey[pa]),
+                self._bullet_records(pm, fi[pb] - pm * B, ex[pb], ey[pb]),
+            )
+        return np.asarray(cross.any(axis=1) | cross.any(axis=0))
+
+    def _bullet_records(
+        self, match: NDArray[np.intp], slot: NDArray[np.intp], x: NDArray[np.float64], y: NDArray[np.float64]
+    ) -> BulletEvents:
+        """BulletEvents for the bullets in ``(match, slot)`` at positions ``x, y`` (no victim)."""
+        n = len(match)
+        return BulletEvents(
+            match,
+            slot,
+            self.bullet_owner[match, slot].astype(np.intp),
+            self.bullet_power[match, slot],
+            x,
+            y,
+            self.bullet_heading[match, slot],
+            np.full(n, -1, np.intp),
+            np.zeros(n),
+        )
+
+    def _record_bullets(
+        self,
+        fi: NDArray[np.int64],
+        m: NDArray[np.int64],
+        ex: NDArray[np.float64],
+        ey: NDArray[np.float64],
+        wall: NDArray[np.bool_],
+        onehot: NDArray[np.bool_] | None,
+        dmg: NDArray[np.float64] | None,
+        rows: NDArray[np.int64] | None,
+    ) -> None:
+        """Keep this tick's bullet hits, wall hits and bullet-bullet pairs for ``StepEvents``."""
+        B = self.n_bullets
+        kw = np.flatnonzero(wall)
+        walls = self._bullet_records(m[kw], fi[kw] - m[kw] * B, ex[kw], ey[kw])
+        hits = BulletEvents.empty()
+        if onehot is not None and rows is not None and dmg is not None:
+            hr, hb, ht = np.nonzero(onehot)
+            hm = rows[hr]
+            k = np.searchsorted(fi, hm * B + hb)
+            hits = self._bullet_records(hm, hb, ex[k], ey[k])
+            hits.victim = ht.astype(np.intp)
+            hits.damage = dmg[hr, hb]
+        pairs = self._ev_pairs or (BulletEvents.empty(), BulletEvents.empty())
+        self._ev_pairs = None
+        self._ev_bullets = (hits, walls, pairs)
+
+    def _bullet_hits(
+        self, rows: NDArray[np.int64], hitp: NDArray[np.bool_], s: NDArray[np.float64]
+    ) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+        """Apply the bullet hits ``hitp`` (R, B, T) of the matches ``rows``, in slot order.
+
+        Returns the hits as applied (R, B, T) (the first tank on each bullet's path) and each bullet's damage (R, B).
+        """
         r = self.rules
         T = self.n_tanks
         if T == 2:
@@ -868,6 +1209,7 @@ class TankBattle:
         ret = (owner * (r.bullet_energy_return * p)[..., None]).sum(axis=1)
         energy += np.where(self.alive[rows] & (energy > 0.0), ret, 0.0)
         self.energy[rows] = energy
+        return onehot, dmg
 
     def _separate(
         self, x: NDArray[np.float64], y: NDArray[np.float64], alive: NDArray[np.bool_]

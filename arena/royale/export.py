@@ -1,0 +1,135 @@
+"""``arena export CHECKPOINT --royale -o DIR``: a trained policy as a ready-to-run Tank Royale bot directory.
+
+The directory follows Tank Royale's booter conventions (every file named after the
+directory, see ``arena.royale.booter``)::
+
+    DIR/                      e.g. runs/export/ArenaPolicy
+      NAME.json               the bot's JSON config (name, version = generation.version, authors, …)
+      NAME.sh, NAME.cmd       start scripts (macOS/Linux, Windows): python NAME.py
+      NAME.py                 the bot: arena/royale/policy_bot.py (official Python bot API + numpy Policy)
+      policy.weights          the actor, exactly the ``weights`` message bots receive online
+      policy.json             the rules the observation and action scales assume, and where the policy came from
+      bot_protocol/           a copy of our bot_protocol package (numpy and msgpack only), for the Policy
+      requirements.txt        numpy, msgpack, robocode-tank-royale
+      README.md
+
+Nothing else of Arena Trainer is needed, so the directory can be copied into a Tank Royale
+installation's bot root as is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import stat
+from pathlib import Path
+
+import bot_protocol
+from bot_protocol import ProtocolError, Weights, decode_from_server, encode
+
+from ..policies import newest_checkpoint, weights_from_checkpoint
+from ..tank.engine import ACT_DIM, OBS_DIM, TankRules
+
+__all__ = ["export_royale_bot"]
+
+_VENDORED = ("__init__.py", "batching.py", "codec.py", "errors.py", "messages.py", "policy.py", "tensors.py")
+"""The bot_protocol modules the exported bot imports (not the websocket client)."""
+
+
+def _weights(source: Path) -> Weights:
+    """The policy of a checkpoint (``*.pt``), a run directory (its newest checkpoint) or an exported weights file."""
+    if source.is_dir():
+        source = newest_checkpoint(source)
+    if not source.is_file():
+        raise FileNotFoundError(f"no checkpoint or weights file at {source}")
+    if source.suffix == ".pt":
+        return weights_from_checkpoint(source)
+    try:
+        message = decode_from_server(source.read_bytes())
+    except ProtocolError as exc:
+        raise ValueError(f"{source} is neither a checkpoint (*.pt) nor a weights file ({exc.message})") from None
+    if not isinstance(message, Weights):
+        raise ValueError(f"{source} holds a {message.TYPE!r} message, not weights")
+    return message
+
+
+def export_royale_bot(source: Path, out: Path, rules: TankRules | None = None, authors: tuple[str, ...] = ()) -> Weights:
+    """Write the Tank Royale bot directory ``out`` for the policy in ``source``; returns the weights written.
+
+    ``out``'s name is the bot's name and base filename, so it must be a plain identifier
+    (letters, digits, underscores). An existing ``out`` is replaced only if it looks like an
+    earlier export (it holds ``policy.weights``).
+
+    Raises:
+        FileNotFoundError: no such checkpoint or weights file.
+        ValueError: a bad bot name, a policy that does not fit the arena, or ``out`` is something else.
+    """
+    name = out.name
+    if not name.isidentifier() or len(name) > 30:
+        raise ValueError(
+            f"-o {out}: the directory's name is the bot's name and file name: up to 30 letters, digits and _ (Tank Royale)"
+        )
+    weights = _weights(source)
+    layers = weights.arch.layers
+    if layers[0] != OBS_DIM or layers[-1] != ACT_DIM:
+        raise ValueError(f"the policy maps {layers[0]} → {layers[-1]}, not the tank arena's {OBS_DIM} → {ACT_DIM}")
+    if out.exists():
+        if not (out / "policy.weights").is_file():
+            raise ValueError(f"-o {out}: exists and is not an exported bot; choose a new directory")
+        shutil.rmtree(out)
+    tmp = out.with_name(f".{name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    version = f"{weights.generation}.{weights.version}"
+    config = {
+        "name": name,
+        "version": version,
+        "authors": list(authors) or ["Arena Trainer"],
+        "description": f"A {weights.arch.kind} policy trained in Arena Trainer's tank arena "
+        f"(generation {weights.generation}, version {weights.version}).",
+        "gameTypes": ["1v1", "classic"],
+        "platform": "Python 3",
+        "programmingLang": "Python",
+    }
+    (tmp / f"{name}.json").write_text(json.dumps(config, indent=2) + "\n")
+    script = tmp / f"{name}.sh"
+    script.write_text(f'#!/bin/sh\n# Tank Royale booter start script.\ncd -- "$(dirname -- "$0")" && exec python3 {name}.py\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    (tmp / f"{name}.cmd").write_text(f'@echo off\r\ncd /d "%~dp0"\r\npython {name}.py\r\n')
+    shutil.copyfile(Path(__file__).with_name("policy_bot.py"), tmp / f"{name}.py")
+    (tmp / "policy.weights").write_bytes(encode(weights))
+    meta = {
+        "source": str(source),
+        "generation": weights.generation,
+        "version": weights.version,
+        "arch": weights.arch.kind,
+        "layers": list(layers),
+        "rules": {k: v for k, v in dataclasses.asdict(rules or TankRules()).items() if not isinstance(v, bool)},
+    }
+    (tmp / "policy.json").write_text(json.dumps(meta, indent=2) + "\n")
+    package = tmp / "bot_protocol"
+    package.mkdir()
+    src = Path(bot_protocol.__file__).parent
+    for module in _VENDORED:
+        shutil.copyfile(src / module, package / module)
+    (tmp / "requirements.txt").write_text("numpy>=1.26\nmsgpack>=1.0\nrobocode-tank-royale>=1.4\n")
+    (tmp / "README.md").write_text(_README.format(name=name, version=version, kind=weights.arch.kind))
+    tmp.replace(out)
+    return weights
+
+
+_README = """# {name}
+
+A {kind} policy (version {version}) trained in Arena Trainer's tank arena, as a Robocode Tank Royale bot
+written with the official Python bot API.
+
+    pip install -r requirements.txt
+    SERVER_URL=ws://localhost:7654 ./{name}.sh      # or let Tank Royale's booter start it (bot root = this folder's parent)
+
+In Arena Trainer: `arena match --bot royale:path/to/{name} --bot tracker`.
+
+Each turn the bot rebuilds the arena's observation from its own state and its last scan of the enemy, runs the
+policy (`ARENA_POLICY_MEAN=1`: its mean action instead of a sample) and sends speed, turn rates and firepower as
+its intent; its radar keeps locked on the enemy. See {name}.py.
+"""

@@ -1,0 +1,269 @@
+"""Tank Royale bots as the opponents of a learning bot: ``arena train --opponent royale:PATH``.
+
+``arena.play.play_learning_bot`` drives tank 0 of ``n`` matches and asks an opponent
+*controller* for tank 1's actions. For a Tank Royale opponent, tank 1 of each of its matches is
+driven by one booted bot process over the Tank Royale protocol: :class:`RoyaleOpponents` runs
+the endpoint on a thread of its own (an asyncio loop) and plays a
+:class:`~arena.royale.game.RoyaleGame` of endless rounds over the learner's battle, through the
+two hooks ``play_learning_bot`` offers:
+
+* ``opponent_factory`` gives a :class:`RoyaleController` for each ``royale:PATH`` kind; its
+  ``act`` waits (lockstep, bounded by the turn timeout) for the bots' intents of this turn and
+  returns them as actions, and its ``reset`` starts the new rounds for those bots;
+* ``watch`` sees the battle after every step: the first call binds the game to the battle, and
+  each turns the step's events into the bots' tick events.
+
+The learner's thread blocks while the loop thread touches the game or the battle, so the two
+never run at once. The first turn of the first round has no intents (no tick was sent yet),
+as every Tank Royale round's turn 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..tank.engine import ACT_DIM, TankBattle, TankRules
+from . import schema
+from .booter import BootedBot, boot, find_bot
+from .game import RoyaleGame
+from .schema import BotIntent
+from .server import BotConnection, RoyaleBotSpec, RoyaleServer, RoyaleServerConfig, game_setup, join_bots, stop_bots, wake
+
+__all__ = ["RoyaleController", "RoyaleOpponents", "learning_opponents"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class RoyaleController:
+    """``arena.play.Controller`` for the matches of one ``royale:PATH`` opponent kind (their tank 1)."""
+
+    def __init__(self, hub: RoyaleOpponents, kind: str) -> None:
+        self.name = kind
+        self.hub = hub
+        self.rows = np.asarray(hub.rows[kind], np.intp)
+
+    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+        return self.hub.actions()[self.rows, 1]
+
+    def reset(self, mask: NDArray[np.bool_]) -> None:
+        self.hub.restart(self.rows[np.asarray(mask, bool)])
+
+
+class RoyaleOpponents:
+    """The Tank Royale opponents of one learning bot (see the module docstring). Close it when done.
+
+    Args:
+        opponents: the opponent mix of ``play_learning_bot`` (scripted names and ``royale:PATH``),
+            spread over the matches round-robin as it does.
+        n_matches: the learning bot's parallel matches; one bot process per match of a royale kind.
+        rules: the learner's rules (the bots are told the arena size, cooling rate, inactivity).
+        config: the endpoint (turn timeout, join timeout, …).
+    """
+
+    def __init__(
+        self,
+        opponents: Sequence[str],
+        n_matches: int,
+        rules: TankRules,
+        config: RoyaleServerConfig | None = None,
+        log_dir: Path | None = None,
+    ) -> None:
+        config = config or RoyaleServerConfig()
+        names = [opponents[m % len(opponents)] for m in range(n_matches)]
+        self.rows = {kind: [m for m, k in enumerate(names) if k == kind] for kind in set(names) if RoyaleBotSpec.matches(kind)}
+        self.seats = [(m, 1, RoyaleBotSpec.parse(kind).name) for kind, rows in sorted(self.rows.items()) for m in rows]
+        self.seat_kind = [kind for kind, rows in sorted(self.rows.items()) for _ in rows]
+        self.config = config
+        self.rules = rules
+        self.setup = game_setup(rules, None, 2, config)
+        self.n_matches = n_matches
+        self.game: RoyaleGame | None = None
+        self.connections: list[BotConnection] = []
+        self.booted: list[BootedBot] = []
+        self._actions = np.zeros((n_matches, 2, ACT_DIM), np.float32)
+        self._turn = 0
+        self._acted = -1
+        self._waiter: asyncio.Future[None] | None = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="arena-royale-")
+        self._log_dir = log_dir or Path(self._tmp.name)
+        for kind in self.rows:
+            spec = RoyaleBotSpec.parse(kind)
+            assert spec.path is not None
+            find_bot(spec.path)  # a bad directory fails before anything starts
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="royale-opponents", daemon=True)
+        self._thread.start()
+        self.server: RoyaleServer | None = None
+        try:
+            self._call(self._start(), timeout=config.join_timeout + config.ready_timeout + 30)
+        except BaseException:
+            self.close()
+            raise
+
+    # --- the loop thread ------------------------------------------------------------------------
+
+    def _call(self, coro: Any, timeout: float | None = None) -> Any:
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result(timeout)
+
+    async def _start(self) -> None:
+        server = RoyaleServer(self.config)
+        await server.__aenter__()
+        self.server = server
+        server.setup = self.setup
+        by_secret = {}
+        for i, (_, _, _) in enumerate(self.seats):
+            spec = RoyaleBotSpec.parse(self.seat_kind[i])
+            assert spec.path is not None
+            secret = secrets.token_urlsafe(16)
+            server.allow(secret)
+            by_secret[secret] = i
+            self.booted.append(boot(find_bot(spec.path), server.url, secret, self._log_dir))
+        self.connections = await join_bots(server, self.seats, by_secret, self.booted, self.config.join_timeout)
+        bot_names = {1: "learner", 2: "opponent"}
+        for i, conn in enumerate(self.connections):
+            conn.on_intent = lambda message, i=i: self._intent(i, message)
+            conn.on_left = lambda i=i: self._left(i)
+            await conn.send(schema.game_started(2, self.setup, None, bot_names))
+        waits = [asyncio.wait_for(conn.ready.wait(), self.config.ready_timeout) for conn in self.connections]
+        await asyncio.gather(*waits)
+
+    def _intent(self, seat: int, message: BotIntent) -> None:
+        if self.game is not None and self.game.intent(seat, message) and self._waiter is not None:
+            wake(self._waiter)
+
+    def _left(self, seat: int) -> None:
+        log.warning("Tank Royale opponent %s left; its tank plays on without intent", self.connections[seat].name)
+        if self.game is not None:
+            self.game.left(seat)
+            if self.game.pending == 0 and self._waiter is not None:
+                wake(self._waiter)
+
+    async def _send(self, messages: list[tuple[int, str]]) -> None:
+        for seat, text in messages:
+            await self.connections[seat].send(text)
+
+    async def _bind(self, battle: TankBattle) -> None:
+        names = ["learner", "opponent"]
+        self.game = RoyaleGame(battle, self.seats, names, self.setup, None)
+        await self._send(self.game.round_started())
+
+    async def _after_step(self) -> None:
+        assert self.game is not None
+        await self._send(self.game.after_step(self.game.battle.last_events))
+
+    async def _collect_and_fill(self) -> None:
+        game = self.game
+        assert game is not None
+        if game.pending:
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiter = waiter
+            timer = loop.call_later(self.config.turn_timeout, wake, waiter) if self.config.turn_timeout else None
+            try:
+                await waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                self._waiter = None
+            if game.pending:
+                await self._send(game.skipped())
+        self._actions[:] = 0.0
+        game.fill(self._actions)
+
+    async def _restart(self, rows: NDArray[np.intp]) -> None:
+        assert self.game is not None
+        mask = np.zeros(self.n_matches, bool)
+        mask[rows] = True
+        await self._send(self.game.round_started(mask))
+
+    async def _stop(self) -> None:
+        for conn in self.connections:
+            await conn.send(schema.game_aborted())
+            await conn.close(1000, "training stopped")
+        if self.server is not None:
+            await self.server.close()
+
+    # --- the learner's thread -------------------------------------------------------------------
+
+    def actions(self) -> NDArray[np.float32]:
+        """This turn's actions of every seat (the first call of a turn waits for the intents)."""
+        if self.game is not None and self._acted != self._turn:
+            self._acted = self._turn
+            self._call(self._collect_and_fill())
+        return self._actions
+
+    def watch(self, battle: TankBattle) -> None:
+        """``play_learning_bot``'s ``watch``: after every step (before finished rounds are reset)."""
+        self._turn += 1
+        if self.game is None:
+            self._call(self._bind(battle))
+        else:
+            self._call(self._after_step())
+
+    def restart(self, rows: NDArray[np.intp]) -> None:
+        """New rounds began in ``rows`` (the battle is already reset there)."""
+        if self.game is not None and len(rows):
+            self._call(self._restart(rows))
+
+    def factory(self, kind: str, n: int, seed: int) -> Any:
+        """``play_learning_bot``'s ``opponent_factory``: royale kinds are ours, the rest scripted."""
+        if kind in self.rows:
+            assert n == len(self.rows[kind]), "the opponent spread differs from play_learning_bot's"
+            return RoyaleController(self, kind)
+        from ..play import ScriptedController
+
+        return ScriptedController(kind, n, seed)
+
+    def close(self) -> None:
+        """Abort the bots' game, close the endpoint, stop the bots and the loop. Idempotent."""
+        if self._loop.is_running():
+            with contextlib.suppress(Exception):
+                self._call(self._stop(), timeout=10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        stop_bots(self.booted)
+        self.booted = []
+        self._tmp.cleanup()
+
+
+@contextlib.contextmanager
+def learning_opponents(
+    opponents: Sequence[str],
+    n_matches: int,
+    rules: TankRules,
+    watch: Callable[[TankBattle], None] | None = None,
+    config: RoyaleServerConfig | None = None,
+) -> Iterator[dict[str, Any]]:
+    """``play_learning_bot`` keyword arguments for this opponent mix: ``with ... as hooks: play_learning_bot(..., **hooks)``.
+
+    Without ``royale:`` opponents this is just ``{"watch": watch}``; with them it starts the
+    endpoint and the bots (one per match of each royale kind) and stops them on exit.
+    """
+    if not any(RoyaleBotSpec.matches(o) for o in opponents):
+        yield {"watch": watch}
+        return
+    hub = RoyaleOpponents(opponents, n_matches, rules, config)
+    try:
+
+        def both(battle: TankBattle) -> None:
+            hub.watch(battle)
+            if watch is not None:
+                watch(battle)
+
+        yield {"opponent_factory": hub.factory, "watch": both}
+    finally:
+        hub.close()
