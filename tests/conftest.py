@@ -108,3 +108,12 @@ def self_signed_certificate(directory: Path) -> tuple[str, str]:
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     return str(cert_path), str(key_path)
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child that must see Ctrl-C: a shell starts background jobs with SIGINT
+    ignored, the ignore is inherited by everything below (pytest included), and Python then never
+    installs its KeyboardInterrupt handler, so a test's SIGINT would be silently dropped."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

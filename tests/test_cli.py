@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import self_signed_certificate, timeout
+from .conftest import default_sigint, self_signed_certificate, timeout
 
 
 def arena(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -144,6 +144,7 @@ def test_train_stops_cleanly_on_ctrl_c(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         assert "arena train:" in process.stdout.readline()

@@ -42,7 +42,7 @@ from bot_protocol import Hello, Welcome, decode_from_server, encode
 from server import ServerConfig, TrainingServer
 from server.dashboard import SUBPROTOCOL, Dashboard, DashboardConfig
 
-from .conftest import timeout
+from .conftest import default_sigint, timeout
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -422,7 +422,9 @@ def _start_arena_train(out: Path) -> tuple[subprocess.Popen[str], str, threading
         "--ticks-per-round", "120", "--minutes", "3", "--agent-option", "rollout_steps=256",
         "--token", TOKEN, "--dashboard-port", "0", "--out", str(out),
     ]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, preexec_fn=default_sigint
+    )
     assert process.stdout is not None
     deadline = time.monotonic() + timeout(60)
     seen: list[str] = []
@@ -436,6 +438,7 @@ def _start_arena_train(out: Path) -> tuple[subprocess.Popen[str], str, threading
             drain.start()
             return process, line.split()[1].split("?")[0].rstrip("/"), drain
     process.kill()
+    process.communicate()
     raise AssertionError("arena train printed no dashboard URL:\n" + "".join(seen[-20:]))
 
 
@@ -519,6 +522,7 @@ def test_dashboard_in_headless_chromium(tmp_path: Path) -> None:
             code = process.wait(timeout(60))
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()
             raise
         finally:
             drain.join(timeout(10))  # EOF once the process is gone
