@@ -589,15 +589,21 @@ def render(recording: Recording, out: Path, config: RenderConfig = RenderConfig(
     step = 1000.0 / config.fps
     durations = [round(config.hold * 1000) if recording.over[i] and config.hold > 0 else round(step) for i in indices]
     if writer is not None:
-
-        def write_mp4(f: IO[bytes]) -> None:
-            with writer.get_writer(f, format="FFMPEG", mode="I", fps=config.fps, codec="libx264") as video:
+        # ffmpeg writes to a path, not a file object: a temp file beside ``out``, then the same
+        # fsync + rename as every other write, so a failed render never leaves half a video.
+        partial = out.with_name(f".{out.name}.{os.getpid()}.partial.mp4")
+        try:
+            options = {"format": "FFMPEG", "mode": "I", "fps": config.fps, "codec": "libx264", "macro_block_size": 2}
+            with writer.get_writer(str(partial), **options) as video:
                 for image, duration in zip(images, durations, strict=True):
                     pixels = np.asarray(image.convert("RGB"))
                     for _ in range(max(1, round(duration / step))):
                         video.append_data(pixels)
-
-        _write_atomic(out, write_mp4)
+            with partial.open("rb") as f:
+                os.fsync(f.fileno())
+            os.replace(partial, out)
+        finally:
+            partial.unlink(missing_ok=True)
     else:
         _write_atomic(
             out,
