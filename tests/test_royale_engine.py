@@ -13,35 +13,17 @@ import pytest
 
 from arena.tank.engine import ACT_DIM, StepEvents, TankBattle, TankRules
 
+from .test_tank_engine import act
+from .test_tank_engine import duel as place
+
 ROYALE_RULES = TankRules(bullet_collisions=True)
 
 
-def duel(
-    x0: float = 200.0,
-    y0: float = 300.0,
-    x1: float = 600.0,
-    y1: float = 300.0,
-    h0: float = 0.0,
-    h1: float = 180.0,
-    rules: TankRules = ROYALE_RULES,
-) -> TankBattle:
-    """One 1v1 match placed by hand, events on, guns cold."""
-    b = TankBattle(1, 2, rules, seed=0)
-    b.x[0] = [x0, x1]
-    b.y[0] = [y0, y1]
-    b.heading[0] = [h0, h1]
-    b.gun_heading[0] = [h0, h1]
-    b.radar_heading[0] = [h0, h1]
-    b.gun_heat[0] = 0.0
+def duel(rules: TankRules = ROYALE_RULES, **placement: float) -> TankBattle:
+    """The engine tests' hand-placed 1v1 (guns cold), with Tank Royale's rules and events on."""
+    b = place(**placement, rules=rules)
     b.record_events = True
     return b
-
-
-def act(*tanks: list[float]) -> np.ndarray:
-    a = np.zeros((1, 2, ACT_DIM))
-    for i, t in enumerate(tanks):
-        a[0, i, : len(t)] = t
-    return a
 
 
 def events(b: TankBattle, actions: np.ndarray) -> StepEvents:

@@ -323,38 +323,21 @@ class RoyaleGameRunner:
         self.observer = observer
         self.progress = progress
         self.tally = MatchTally()
-        self._waiter: asyncio.Future[None] | None = None
+        self._gate = TurnGate()
 
     def _intent(self, seat: int, message: BotIntent) -> None:
-        if self.game.intent(seat, message) and self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        if self.game.intent(seat, message):
+            self._gate.wake()
 
     def _left(self, seat: int) -> None:
         log.warning("Tank Royale bot %s left during the game; its tank plays on without intent", self.connections[seat].name)
         self.game.left(seat)
-        if self.game.pending == 0 and self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        if self.game.pending == 0:
+            self._gate.wake()
 
     async def _send(self, messages: list[tuple[int, str]]) -> None:
         for seat, text in messages:
             await self.connections[seat].send(text)
-
-    async def _collect(self) -> None:
-        """Wait until every seat that was sent a tick has answered, or the turn timeout."""
-        if self.game.pending == 0:
-            return
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._waiter = waiter
-        timer = None
-        if self.turn_timeout is not None:
-            timer = loop.call_later(self.turn_timeout, wake, waiter)
-        try:
-            await waiter
-        finally:
-            if timer is not None:
-                timer.cancel()
-            self._waiter = None
 
     async def run(self) -> MatchTally:
         """Play every match of the game to its last round. Returns the tally.
@@ -407,7 +390,7 @@ class RoyaleGameRunner:
                         await self._send(game.round_started(restart))
                     if self.progress is not None:
                         self.progress(tally.rounds)
-                await self._collect()
+                await self._gate.wait(game.pending, self.turn_timeout)
                 if game.pending:
                     await self._send(game.skipped())
             tally.seconds = time.perf_counter() - started
@@ -641,9 +624,31 @@ async def join_bots(
     return [c for c in connections if c is not None]
 
 
-def wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+class TurnGate:
+    """The lockstep wait of one turn: until every seat that was sent a tick has answered, or the
+    turn timeout (an upper bound only). Intents arrive on the connections' reader tasks and
+    :meth:`wake` the waiting turn loop; one gate per game, shared by matches and training."""
+
+    def __init__(self) -> None:
+        self._waiter: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def wait(self, pending: int, timeout: float | None) -> None:
+        """Return at once when nothing is ``pending``; else at the next :meth:`wake` or after ``timeout`` s."""
+        if pending == 0:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiter = waiter
+        timer = asyncio.get_running_loop().call_later(timeout, self.wake) if timeout is not None else None
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self._waiter = None
 
 
 def stop_bots(booted: Sequence[BootedBot]) -> None:

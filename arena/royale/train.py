@@ -39,7 +39,7 @@ from . import schema
 from .booter import BootedBot, boot, find_bot
 from .game import RoyaleGame
 from .schema import BotIntent
-from .server import BotConnection, RoyaleBotSpec, RoyaleServer, RoyaleServerConfig, game_setup, join_bots, stop_bots, wake
+from .server import BotConnection, RoyaleBotSpec, RoyaleServer, RoyaleServerConfig, TurnGate, game_setup, join_bots, stop_bots
 
 __all__ = ["RoyaleController", "RoyaleOpponents", "learning_opponents"]
 
@@ -96,7 +96,7 @@ class RoyaleOpponents:
         self._actions = np.zeros((n_matches, 2, ACT_DIM), np.float32)
         self._turn = 0
         self._acted = -1
-        self._waiter: asyncio.Future[None] | None = None
+        self._gate = TurnGate()
         self._tmp = tempfile.TemporaryDirectory(prefix="arena-royale-")
         self._log_dir = log_dir or Path(self._tmp.name)
         for kind in self.rows:
@@ -142,15 +142,15 @@ class RoyaleOpponents:
         await asyncio.gather(*waits)
 
     def _intent(self, seat: int, message: BotIntent) -> None:
-        if self.game is not None and self.game.intent(seat, message) and self._waiter is not None:
-            wake(self._waiter)
+        if self.game is not None and self.game.intent(seat, message):
+            self._gate.wake()
 
     def _left(self, seat: int) -> None:
         log.warning("Tank Royale opponent %s left; its tank plays on without intent", self.connections[seat].name)
         if self.game is not None:
             self.game.left(seat)
-            if self.game.pending == 0 and self._waiter is not None:
-                wake(self._waiter)
+            if self.game.pending == 0:
+                self._gate.wake()
 
     async def _send(self, messages: list[tuple[int, str]]) -> None:
         for seat, text in messages:
@@ -168,19 +168,9 @@ class RoyaleOpponents:
     async def _collect_and_fill(self) -> None:
         game = self.game
         assert game is not None
+        await self._gate.wait(game.pending, self.config.turn_timeout)
         if game.pending:
-            loop = asyncio.get_running_loop()
-            waiter: asyncio.Future[None] = loop.create_future()
-            self._waiter = waiter
-            timer = loop.call_later(self.config.turn_timeout, wake, waiter) if self.config.turn_timeout else None
-            try:
-                await waiter
-            finally:
-                if timer is not None:
-                    timer.cancel()
-                self._waiter = None
-            if game.pending:
-                await self._send(game.skipped())
+            await self._send(game.skipped())
         self._actions[:] = 0.0
         game.fill(self._actions)
 
