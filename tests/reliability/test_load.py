@@ -29,6 +29,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -40,6 +41,7 @@ from agents import PPOAgent, PPOConfig
 from agents.common import Segment
 from bot_protocol import TransitionBatch, TransitionHeader
 from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
+from server import app as server_app
 from server.session import BotSession
 from server.transition_queue import Arrival, TransitionQueue
 
@@ -1269,11 +1271,14 @@ def leak_run(
     agent: LoadAgent | None = None,
     ignore: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    # Trains every held step at once (nothing pending at a snapshot), and drains one frame at a time so
-    # the assembler's open segments are built from the same pieces whatever the timing.
+    # Trains every held step at once (nothing pending at a snapshot), drains one frame at a time, and
+    # takes each bot's frames one per group (never joined by arrival timing), so the assembler's open
+    # segments are built from the same pieces whatever the timing: their chunk count is what a snapshot
+    # sees, and joined frames would make it (and so the traced size) depend on the machine's load.
     agent = agent or LoadAgent(rollout=1, drain=spec.rows, record=False)
     trainer = TrainerConfig(publish_every=NEVER if agent.every is None else 1, torch_threads=1)
     with (
+        mock.patch.object(server_app, "MAX_GROUP", 1),
         live_server(agent, trainer, server_cls=server_cls, loop_lag_interval=5.0, queue_max_bytes=64 << 20) as (server, _),
         Fleet() as fleet,
     ):
