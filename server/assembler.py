@@ -1,13 +1,25 @@
-"""Turn a bot's columnar ``tr`` batches into per-agent segments (sans-I/O, trainer thread).
+"""Turn bots' columnar ``tr`` batches into per-agent segments (sans-I/O, trainer thread).
 
-A batch interleaves the steps of many agents. Rows are grouped by agent (a stable
-sort keeps each agent's rows in time order) and appended to that agent's open
-segment, which closes at an episode end, at ``segment_steps``, or when the bot
-leaves. Work is per agent and per episode end, never per row.
+A batch interleaves the steps of many agents, and a drain of the queue interleaves many
+bots. Everything one drain brought is assembled in one pass: the rows of every batch are
+joined, one stable sort by (run, agent) puts each agent's rows together in time order,
+each column is gathered in that order once, and piece boundaries (an agent's last row,
+an episode end, a new episode id) come from a few whole-array comparisons. The Python
+work left is per piece (one per agent per drain, plus one per episode end).
+
+Why it matters: this runs on the trainer thread, which shares the GIL with the event
+loop. Per-session or per-agent numpy calls cost ~1-3 µs each on this machine, so a
+drain of 64 bots once cost ~200 µs a frame here, and every microsecond of it was taken
+from the loop serving bots.
+
+A segment that lies inside one drain is made of views of that drain's gathered columns
+(no copy); one that spans drains is copied together when it closes. The columns travel
+packed in one float32 matrix, so a segment's obs/act/logp/rewards are strided views of it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,11 +27,36 @@ from numpy.typing import NDArray
 
 from agents.common import Segment, SegmentEnd
 from bot_protocol import FLAG_TERMINAL, FLAG_TRUNCATED, TransitionBatch
-from bot_protocol.batching import concat_batches
 
 from .transition_queue import Arrival
 
 __all__ = ["SegmentAssembler", "SegmentBuilder"]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Columns of the packed float32 rows: obs | act | logp | rew (scalar mode) or terms (terms mode).
+
+    One matrix instead of four arrays: a piece is one slice and a segment spanning drains is
+    one ``np.concatenate``, where four columns cost four numpy calls (~3 µs each here).
+    """
+
+    obs_dim: int
+    act_dim: int
+    terms: bool
+
+    @property
+    def width(self) -> int:
+        return self.obs_dim + self.act_dim + 1 + (5 if self.terms else 1)
+
+    def obs(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
+        return rows[..., : self.obs_dim]
+
+    def split(self, rows: NDArray[np.float32]) -> tuple[NDArray[np.float32], ...]:
+        """obs, act, logp, values: views of a (T, width) block."""
+        d, a = self.obs_dim, self.act_dim
+        values = rows[:, d + a + 1 :] if self.terms else rows[:, d + a + 1]
+        return rows[:, :d], rows[:, d : d + a], rows[:, d + a], values
 
 
 @dataclass
@@ -27,14 +64,15 @@ class _Open:
     """One agent's steps not yet handed to the trainer."""
 
     episode: int
-    chunks: list[dict[str, NDArray[np.float32]]] = field(default_factory=list)
+    generation: int
+    version: int
+    layout: _Layout
+    chunks: list[NDArray[np.float32]] = field(default_factory=list)
     steps: int = 0
-    generation: int = 0
-    version: int = 0
 
 
 class SegmentAssembler:
-    """Builds segments for one connection.
+    """The open segments of one connection.
 
     Args:
         bot: the bot id stamped on every segment.
@@ -55,144 +93,243 @@ class SegmentAssembler:
 
     def add(self, batch: TransitionBatch) -> list[Segment]:
         """Append a validated batch; return the segments it closed."""
-        closed: list[Segment] = []
-        order = np.argsort(batch.agent, kind="stable")
-        agents = batch.agent[order]
-        # Row index of each truncated step into next_obs, and of each ended step into score.
-        trunc_slot = np.cumsum(batch.flags == FLAG_TRUNCATED) - 1
-        end_slot = np.cumsum(batch.flags != 0) - 1
-        bounds = np.flatnonzero(np.diff(agents)) + 1
-        for rows in np.split(order, bounds):
-            agent = int(batch.agent[rows[0]])
-            episodes = batch.episode[rows]
-            flags = batch.flags[rows]
-            start = 0
-            for end in [*np.flatnonzero(flags).tolist(), len(rows) - 1]:
-                piece = rows[start : end + 1]
-                if len(piece) == 0:
-                    continue
-                # A new episode id without an end flag: the old episode was abandoned; keep it as a cut.
-                current = self._open.get(agent)
-                if current is not None and current.episode != int(episodes[start]):
-                    closed.extend(self._close(agent, SegmentEnd.CUT, next_obs=None))
-                self._append(agent, int(episodes[start]), batch, piece, closed)
-                flag = int(flags[end])
-                if end == len(rows) - 1 and flag == 0:
-                    break
-                row = rows[end]
-                score = float(batch.score[end_slot[row]]) if self.terms and batch.score is not None else None
-                if flag == FLAG_TERMINAL:
-                    closed.extend(self._close(agent, SegmentEnd.TERMINAL, None, score))
-                else:
-                    assert flag == FLAG_TRUNCATED and batch.next_obs is not None
-                    closed.extend(self._close(agent, SegmentEnd.TRUNCATED, batch.next_obs[trunc_slot[row]], score))
-                start = end + 1
-        return closed
-
-    def _append(self, agent: int, episode: int, batch: TransitionBatch, rows: NDArray[np.intp], closed: list[Segment]) -> None:
-        while len(rows):
-            current = self._open.get(agent)
-            if current is None:
-                current = self._open[agent] = _Open(episode, generation=batch.generation, version=batch.version)
-            elif current.steps >= self.segment_steps or current.generation != batch.generation:
-                # Cut at the length cap, or where the bot switched to a new generation's weights
-                # (a segment is acted by one generation); the next observation bootstraps the cut.
-                closed.extend(self._close(agent, SegmentEnd.CUT, batch.obs[rows[0]]))
-                continue
-            take = rows[: self.segment_steps - current.steps]
-            chunk = {"obs": batch.obs[take], "act": batch.act[take], "logp": batch.logp[take]}
-            if self.terms:
-                assert batch.terms is not None
-                chunk["terms"] = batch.terms[take]
-            else:
-                assert batch.rew is not None
-                chunk["rew"] = batch.rew[take]
-            current.chunks.append(chunk)
-            current.steps += len(take)
-            current.version = min(current.version, batch.version)
-            rows = rows[len(take) :]
-
-    def _close(
-        self, agent: int, end: SegmentEnd, next_obs: NDArray[np.float32] | None, score: float | None = None
-    ) -> list[Segment]:
-        current = self._open.pop(agent, None)
-        if current is None or current.steps == 0:
-            return []
-
-        def cat(key: str) -> NDArray[np.float32]:
-            return np.concatenate([c[key] for c in current.chunks])
-
-        obs = cat("obs")
-        if end is SegmentEnd.CUT and next_obs is None:
-            # Bot left (or abandoned the episode) mid-way: nothing it sent is lost, and the
-            # open tail is bootstrapped from its last observation — a truncation, never terminal.
-            next_obs = obs[-1]
-        return [
-            Segment(
-                bot=self.bot,
-                agent=agent,
-                obs=obs,
-                act=cat("act"),
-                logp=cat("logp"),
-                end=end,
-                next_obs=None if end is SegmentEnd.TERMINAL else np.array(next_obs, dtype=np.float32),
-                generation=current.generation,
-                version=current.version,
-                reward=None if self.terms else cat("rew"),
-                terms=cat("terms") if self.terms else None,
-                score=score,
-            )
-        ]
+        return assemble([_Run(self, [batch])])
 
     def close_all(self) -> list[Segment]:
         """Close every open segment as a cut (the bot left); nothing it sent is lost."""
         closed: list[Segment] = []
         for agent in list(self._open):
-            closed.extend(self._close(agent, SegmentEnd.CUT, None))
+            self._close(agent, SegmentEnd.CUT, None, None, closed)
         return closed
+
+    def _append(
+        self, agent: int, episode: int, generation: int, version: int, layout: _Layout, rows: NDArray[np.float32],
+        start: int, stop: int, closed: list[Segment],
+    ) -> None:  # fmt: skip
+        """Add packed rows ``start:stop`` (one agent, one episode, in time order) to the agent's open segment."""
+        current = self._open.get(agent)
+        if current is not None and current.episode != episode:
+            # A new episode id without an end flag: the old episode was abandoned; keep it as a cut.
+            self._close(agent, SegmentEnd.CUT, None, None, closed)
+            current = None
+        while start < stop:
+            if current is None:
+                current = self._open[agent] = _Open(episode, generation, version, layout)
+            elif current.steps >= self.segment_steps or current.generation != generation:
+                # Cut at the length cap, or where the bot switched to a new generation's weights
+                # (a segment is acted by one generation); the next observation bootstraps the cut.
+                self._close(agent, SegmentEnd.CUT, layout.obs(rows[start]), None, closed)
+                current = None
+                continue
+            take = min(stop, start + self.segment_steps - current.steps)
+            current.chunks.append(rows[start:take])
+            current.steps += take - start
+            if version < current.version:
+                current.version = version
+            start = take
+
+    def _close(
+        self, agent: int, end: SegmentEnd, next_obs: NDArray[np.float32] | None, score: float | None, closed: list[Segment]
+    ) -> None:
+        current = self._open.pop(agent, None)
+        if current is None or current.steps == 0:
+            return
+        # One drain's piece is a view (no copy); pieces of several drains are copied together.
+        rows = current.chunks[0] if len(current.chunks) == 1 else np.concatenate(current.chunks)
+        obs, act, logp, values = current.layout.split(rows)
+        if end is SegmentEnd.CUT and next_obs is None:
+            # Bot left (or abandoned the episode) mid-way: nothing it sent is lost, and the
+            # open tail is bootstrapped from its last observation — a truncation, never terminal.
+            next_obs = obs[-1]
+        closed.append(
+            Segment(
+                bot=self.bot,
+                agent=agent,
+                obs=obs,
+                act=act,
+                logp=logp,
+                end=end,
+                next_obs=None if end is SegmentEnd.TERMINAL else next_obs,
+                generation=current.generation,
+                version=current.version,
+                reward=None if self.terms else values,
+                terms=values if self.terms else None,
+                score=score,
+            )
+        )
+
+
+@dataclass
+class _Run:
+    """Consecutive batches of one session (one generation, no gap), assembled together."""
+
+    assembler: SegmentAssembler
+    batches: list[TransitionBatch]
+
+
+def _cat(parts: Sequence[NDArray[np.float32] | None], width: tuple[int, ...]) -> NDArray[np.float32]:
+    """Join optional per-batch arrays; a missing one counts as zero rows."""
+    present = [p for p in parts if p is not None]
+    if len(present) == 1:
+        return present[0]
+    return np.concatenate(present) if present else np.empty((0, *width), np.float32)
+
+
+class _Scratch:
+    """A reusable (rows, width) float32 matrix per layout, grown as needed."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[_Layout, NDArray[np.float32]] = {}
+
+    def get(self, layout: _Layout, rows: int) -> NDArray[np.float32]:
+        array = self._arrays.get(layout)
+        if array is None or len(array) < rows:
+            array = self._arrays[layout] = np.empty(
+                (max(rows, 2 * len(array) if array is not None else 0), layout.width), np.float32
+            )
+        return array[:rows]
+
+
+def assemble(runs: Sequence[_Run], scratch: _Scratch | None = None) -> list[Segment]:
+    """Assemble runs of several sessions in one pass; each run's rows follow its session's open segments.
+
+    All runs share one reward mode and at most one run per session may be given (a session's
+    next run must see this one's effect on its open segments).
+    """
+    closed: list[Segment] = []
+    scratch = scratch if scratch is not None else _Scratch()
+    batches = [batch for run in runs for batch in run.batches if batch.n]
+    if not batches:
+        return closed
+    terms = runs[0].assembler.terms
+    assert all(run.assembler.terms == terms for run in runs), "one pass takes one reward mode"
+    sizes = [batch.n for batch in batches]
+    first = batches[0]
+    layout = _Layout(first.obs.shape[1], first.act.shape[1], terms)
+    n = sum(sizes)
+    # Rows in arrival order, packed; sorted into a fresh matrix below, so this one is scratch,
+    # reused across drains (a fresh multi-MB array a drain costs page faults, ~1 µs per 4 KiB here).
+    packed = scratch.get(layout, n)
+    d, a = layout.obs_dim, layout.act_dim
+    if len(batches) == 1:
+        agent_ids, episodes, flags = first.agent, first.episode, first.flags
+        next_obs, scores = first.next_obs, first.score
+        packed[:, :d] = first.obs
+        packed[:, d : d + a] = first.act
+        packed[:, d + a] = first.logp
+        packed[:, d + a + 1 :] = (first.terms if terms else first.rew).reshape(n, -1)  # type: ignore[union-attr]
+    else:
+        agent_ids = np.concatenate([b.agent for b in batches])
+        episodes = np.concatenate([b.episode for b in batches])
+        flags = np.concatenate([b.flags for b in batches])
+        next_obs = _cat([b.next_obs for b in batches], (d,))
+        scores = _cat([b.score for b in batches], ())
+        np.concatenate([b.obs for b in batches], out=packed[:, :d])
+        np.concatenate([b.act for b in batches], out=packed[:, d : d + a])
+        np.concatenate([b.logp for b in batches], out=packed[:, d + a])
+        values = [(b.terms if terms else b.rew).reshape(b.n, -1) for b in batches]  # type: ignore[union-attr]
+        np.concatenate(values, out=packed[:, d + a + 1 :])
+    runs_with_rows = [run for run in runs if any(batch.n for batch in run.batches)]
+    if len(runs_with_rows) == 1:
+        key = agent_ids
+    else:
+        run_of_batch = [i for i, run in enumerate(runs_with_rows) for batch in run.batches if batch.n]
+        row_run = np.repeat(np.asarray(run_of_batch, dtype=np.uint64), sizes)
+        key = (row_run << np.uint64(32)) | agent_ids.astype(np.uint64)
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    sorted_episodes = episodes[order]
+    sorted_flags = flags[order]
+    # A piece ends at the last row of a (run, agent), at an end flag, or where the episode id changes.
+    last = np.empty(n, dtype=bool)
+    last[-1] = True
+    np.not_equal(sorted_key[1:], sorted_key[:-1], out=last[:-1])
+    last[:-1] |= sorted_episodes[1:] != sorted_episodes[:-1]
+    last |= sorted_flags != 0
+    ends = np.flatnonzero(last)
+    rows = packed[order]
+    piece_keys = sorted_key[ends].tolist()
+    piece_flags = sorted_flags[ends]
+    flagged = np.flatnonzero(piece_flags)
+    slots: dict[int, tuple[int, int]] = {}
+    if len(flagged):
+        # Each ended row's next_obs (truncations) and score rows are numbered in joined-batch order.
+        arrived_at = order[ends[flagged]]
+        truncated_slot = (np.cumsum(flags == FLAG_TRUNCATED) - 1)[arrived_at].tolist()
+        ended_slot = (np.cumsum(flags != 0) - 1)[arrived_at].tolist()
+        slots = dict(zip(flagged.tolist(), zip(truncated_slot, ended_slot, strict=True), strict=True))
+    stamps = [(run.assembler, run.batches[0].generation, min(b.version for b in run.batches)) for run in runs_with_rows]
+    single = len(runs_with_rows) == 1
+    start = 0
+    for piece, (end, key_value, episode, flag) in enumerate(
+        zip(ends.tolist(), piece_keys, sorted_episodes[ends].tolist(), piece_flags.tolist(), strict=True)
+    ):
+        assembler, generation, version = stamps[0 if single else key_value >> 32]
+        agent = key_value & 0xFFFFFFFF
+        assembler._append(agent, episode, generation, version, layout, rows, start, end + 1, closed)
+        start = end + 1
+        if flag == 0:
+            continue
+        truncated_at, ended_at = slots[piece]
+        score = float(scores[ended_at]) if terms and scores is not None else None
+        if flag == FLAG_TERMINAL:
+            assembler._close(agent, SegmentEnd.TERMINAL, None, score, closed)
+        else:
+            assert flag == FLAG_TRUNCATED and next_obs is not None
+            assembler._close(agent, SegmentEnd.TRUNCATED, next_obs[truncated_at], score, closed)
+    return closed
 
 
 class SegmentBuilder:
     """Trainer-side: turns drained :class:`~server.transition_queue.Arrival` s into segments.
 
-    Keeps one :class:`SegmentAssembler` per live session. Consecutive batches of a session
-    in one drain are joined first, so the per-agent work runs once per drain instead of
-    once per frame. A gap in a session's arrival numbers (a batch dropped from a full queue)
-    cuts that session's open segments, so no segment ever spans missing steps.
+    Keeps one :class:`SegmentAssembler` per live session. A drain's arrivals are split by
+    session (each session's own order kept) into runs of consecutive batches, and the first
+    run of every session is assembled in one pass (then the second runs, if any: a gap or a
+    new generation starts one). A gap in a session's arrival numbers (a batch dropped from a
+    full queue) cuts that session's open segments, so no segment ever spans missing steps.
     """
 
     def __init__(self, segment_steps: int) -> None:
         self.segment_steps = segment_steps
         self._sessions: dict[str, tuple[SegmentAssembler, int]] = {}
+        self._scratch = _Scratch()
 
     @property
     def open_steps(self) -> int:
         return sum(assembler.open_steps for assembler, _ in self._sessions.values())
 
     def add(self, arrivals: list[Arrival]) -> list[Segment]:
-        closed: list[Segment] = []
-        run: list[Arrival] = []
+        runs: dict[str, list[list[Arrival]]] = {}
+        ended: list[str] = []
         for arrival in arrivals:
-            if run and (
-                arrival.session != run[-1].session
-                or arrival.batch is None
-                or arrival.index != run[-1].index + 1
-                or arrival.batch.generation != run[-1].batch.generation  # type: ignore[union-attr]
-            ):
-                closed.extend(self._feed(run))
-                run = []
+            own = runs.setdefault(arrival.session, [])
             if arrival.batch is None:
-                closed.extend(self._end(arrival.session))
+                ended.append(arrival.session)
+                continue
+            if (
+                own and arrival.index == own[-1][-1].index + 1 and arrival.batch.generation == own[-1][-1].batch.generation  # type: ignore[union-attr]
+            ):
+                own[-1].append(arrival)
             else:
-                run.append(arrival)
-        closed.extend(self._feed(run))
+                own.append([arrival])
+        closed: list[Segment] = []
+        for phase in range(max((len(own) for own in runs.values()), default=0)):
+            by_mode: dict[bool, list[_Run]] = {}
+            for own in runs.values():
+                if phase < len(own):
+                    run = self._start_run(own[phase], closed)
+                    by_mode.setdefault(run.assembler.terms, []).append(run)
+            for mode_runs in by_mode.values():
+                closed.extend(assemble(mode_runs, self._scratch))
+        for session in ended:
+            entry = self._sessions.pop(session, None)
+            if entry is not None:
+                closed.extend(entry[0].close_all())
         return closed
 
-    def _feed(self, run: list[Arrival]) -> list[Segment]:
-        if not run:
-            return []
+    def _start_run(self, run: list[Arrival], closed: list[Segment]) -> _Run:
         first = run[0]
-        closed: list[Segment] = []
         entry = self._sessions.get(first.session)
         if entry is None:
             assembler = SegmentAssembler(first.bot, first.terms, self.segment_steps)
@@ -200,11 +337,5 @@ class SegmentBuilder:
             assembler, last_index = entry
             if first.index != last_index + 1:  # batches were dropped in between: never bridge the gap
                 closed.extend(assembler.close_all())
-        batches = [a.batch for a in run if a.batch is not None]
-        closed.extend(assembler.add(concat_batches(batches)))
         self._sessions[first.session] = (assembler, run[-1].index)
-        return closed
-
-    def _end(self, session: str) -> list[Segment]:
-        entry = self._sessions.pop(session, None)
-        return entry[0].close_all() if entry is not None else []
+        return _Run(assembler, [a.batch for a in run if a.batch is not None])

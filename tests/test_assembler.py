@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agents import SegmentEnd
 from bot_protocol import FLAG_TERMINAL, FLAG_TRUNCATED, TransitionBatch
@@ -109,3 +113,157 @@ def test_queue_drops_oldest_batches_but_never_end_markers():
     kept = queue.drain()
     assert [a.index for a in dropped] == [0, 1]
     assert kept[0].batch is None and [a.index for a in kept[1:]] == [2, 3, 4]
+
+
+# ── the bulk assembler against a row-by-row model ────────────────────────────
+
+
+def reference_segments(drains: list[list[Arrival]], segment_steps: int) -> list[tuple]:
+    """The assembly rules applied one row at a time, in each session's arrival order (obviously right, slow).
+
+    A row's version is the oldest version among the batches of its session's run in that drain
+    (consecutive arrival numbers, one generation): the assembler joins those batches and stamps
+    their rows with it, so lag is never understated.
+    """
+    out: list[tuple] = []
+    open_: dict[tuple[str, int], dict] = {}
+    last_index: dict[str, int] = {}
+
+    def close(key, end, next_obs=None, score=None):
+        seg = open_.pop(key, None)
+        if seg is None:
+            return
+        obs = np.array(seg["obs"])
+        if end is SegmentEnd.CUT and next_obs is None:
+            next_obs = obs[-1]
+        nxt = None if end is SegmentEnd.TERMINAL else tuple(np.asarray(next_obs).tolist())
+        out.append((seg["bot"], key[1], tuple(obs[:, 0].tolist()), end, nxt, seg["gen"], seg["ver"], tuple(seg["rew"]), score))
+
+    def close_session(session):
+        for key in [k for k in open_ if k[0] == session]:
+            close(key, SegmentEnd.CUT)
+
+    for drain in drains:
+        runs: dict[str, list[list[Arrival]]] = {}
+        for arrival in drain:
+            own = runs.setdefault(arrival.session, [])
+            if arrival.batch is None:
+                continue
+            prev = own[-1][-1] if own else None
+            if prev is not None and arrival.index == prev.index + 1 and arrival.batch.generation == prev.batch.generation:
+                own[-1].append(arrival)
+            else:
+                own.append([arrival])
+        run_version = {id(a): min(b.batch.version for b in run) for own in runs.values() for run in own for a in run}
+        for arrival in drain:
+            session, batch = arrival.session, arrival.batch
+            if batch is None:
+                close_session(session)
+                last_index.pop(session, None)
+                continue
+            if session in last_index and arrival.index != last_index[session] + 1:
+                close_session(session)
+            last_index[session] = arrival.index
+            version = run_version[id(arrival)]
+            truncated = ended = 0
+            for i in range(batch.n):
+                key = (session, int(batch.agent[i]))
+                episode, flag = int(batch.episode[i]), int(batch.flags[i])
+                seg = open_.get(key)
+                if seg is not None and seg["episode"] != episode:
+                    close(key, SegmentEnd.CUT)
+                    seg = None
+                if seg is not None and (len(seg["obs"]) >= segment_steps or seg["gen"] != batch.generation):
+                    close(key, SegmentEnd.CUT, batch.obs[i])
+                    seg = None
+                if seg is None:
+                    seg = open_[key] = {
+                        "bot": arrival.bot,
+                        "episode": episode,
+                        "gen": batch.generation,
+                        "ver": version,
+                        "obs": [],
+                        "rew": [],
+                    }
+                seg["obs"].append(batch.obs[i])
+                seg["rew"].append(float(batch.terms[i, 0] if arrival.terms else batch.rew[i]))
+                seg["ver"] = min(seg["ver"], version)
+                if flag:
+                    score = float(batch.score[ended]) if arrival.terms else None
+                    ended += 1
+                    if flag == FLAG_TERMINAL:
+                        close(key, SegmentEnd.TERMINAL, score=score)
+                    else:
+                        close(key, SegmentEnd.TRUNCATED, batch.next_obs[truncated], score)
+                        truncated += 1
+    return out
+
+
+def as_tuples(segments) -> list[tuple]:
+    return [
+        (
+            s.bot,
+            s.agent,
+            tuple(s.obs[:, 0].tolist()),
+            s.end,
+            None if s.next_obs is None else tuple(s.next_obs.tolist()),
+            s.generation,
+            s.version,
+            tuple((s.terms[:, 0] if s.terms is not None else s.reward).tolist()),
+            s.score,
+        )
+        for s in segments
+    ]
+
+
+@st.composite
+def drained_streams(draw):
+    """Arrivals of 1-3 sessions (scalar or terms mode), interleaved, then cut into drains."""
+    row_id = 0
+    per_session: list[list[Arrival]] = []
+    for s in range(draw(st.integers(1, 3))):
+        terms = draw(st.booleans())
+        generation, index, arrivals = 0, 0, []
+        for _ in range(draw(st.integers(1, 5))):
+            n = draw(st.integers(1, 10))
+            agents = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+            episodes = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+            flags = draw(st.lists(st.sampled_from([0, 0, 0, FLAG_TERMINAL, FLAG_TRUNCATED]), min_size=n, max_size=n))
+            generation += draw(st.sampled_from([0, 0, 0, 1]))
+            index += draw(st.sampled_from([1, 1, 1, 2]))  # 2: a batch dropped in between
+            obs = np.stack([np.arange(row_id, row_id + n), np.full(n, s)], axis=1).astype(np.float32)
+            row_id += n
+            n_trunc, n_end = flags.count(FLAG_TRUNCATED), n - flags.count(0)
+            batch = TransitionBatch(
+                seq=index, generation=generation, version=draw(st.integers(0, 3)),
+                agent=np.array(agents, np.uint32), episode=np.array(episodes, np.uint32), obs=obs,
+                act=np.zeros((n, 1), np.float32), logp=np.zeros(n, np.float32), flags=np.array(flags, np.uint8),
+                rew=None if terms else obs[:, 0] + 0.5,
+                terms=np.repeat(obs[:, :1] + 0.5, 5, axis=1) if terms else None,
+                next_obs=-np.arange(1, n_trunc + 1, dtype=np.float32)[:, None].repeat(OBS, axis=1) - 1000 * s,
+                score=np.arange(n_end, dtype=np.float32) + 100 * s if terms else None,
+            )  # fmt: skip
+            arrivals.append(Arrival(f"s{s}", f"bot{s}", terms, index, batch))
+        if draw(st.booleans()):
+            arrivals.append(Arrival(f"s{s}", f"bot{s}", terms, index + 1, None))
+        per_session.append(arrivals)
+    merged: list[Arrival] = []
+    while any(per_session):
+        pick = draw(st.sampled_from([i for i, own in enumerate(per_session) if own]))
+        merged.append(per_session[pick].pop(0))
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(merged) - 1)), max_size=4))))
+    bounds = [0, *cuts, len(merged)]
+    return [merged[a:b] for a, b in itertools.pairwise(bounds) if a < b]
+
+
+@settings(max_examples=300, deadline=None)
+@given(drains=drained_streams(), segment_steps=st.sampled_from([1, 2, 3, 100]))
+def test_bulk_assembly_matches_the_row_by_row_rules(drains, segment_steps):
+    """However arrivals of several bots and modes interleave and are drained, the bulk assembler closes
+    exactly the segments the row-by-row rules close: same rows, ends, bootstraps, versions, scores."""
+    builder = SegmentBuilder(segment_steps)
+    got = [segment for drain in drains for segment in builder.add(drain)]
+    key = lambda t: (t[0], t[1], t[2])  # noqa: E731
+    assert sorted(as_tuples(got), key=key) == sorted(reference_segments(drains, segment_steps), key=key)
+    for segment in got:
+        assert segment.obs.dtype == segment.act.dtype == segment.logp.dtype == np.float32
