@@ -120,7 +120,9 @@ class Trainer:
         self.last_metrics: dict[str, float] = {}
         self.episode_returns = RecentValues(100)
         self._running_returns: dict[tuple[str, int], float] = {}
-        self._lags: list[int] = []
+        self._lag_stats: tuple[int, int, int, int] | None = None
+        """(count, sum, min, max) of the policy lag of segments kept since the last update: running
+        figures, not a list, so a trainer that waits long for a rollout holds nothing per segment."""
         self._last_checkpoint = time.monotonic()
         self._updated = False
         """Whether the last :meth:`step` ran an update (else a drain only: the run loop pauses)."""
@@ -295,7 +297,11 @@ class Trainer:
             if max_lag is not None and lag > max_lag:
                 self.metrics.inc("transitions_dropped", segment.steps, reason="stale")
                 continue
-            self._lags.append(lag)
+            if self._lag_stats is None:
+                self._lag_stats = (1, lag, lag, lag)
+            else:
+                count, total, low, high = self._lag_stats
+                self._lag_stats = (count + 1, total + lag, min(low, lag), max(high, lag))
             self._track_returns(segment)
             kept.append(segment)
         return kept
@@ -351,12 +357,12 @@ class Trainer:
         self.metrics.set("update_seconds", elapsed)
         for key, value in stats.items():
             self.metrics.set("train", value, name=key.removeprefix("train/"))
-        if self._lags:
-            lags = np.asarray(self._lags)
-            for stat, value in (("min", lags.min()), ("avg", lags.mean()), ("max", lags.max())):
+        if self._lag_stats is not None:
+            count, total, low, high = self._lag_stats
+            for stat, value in (("min", low), ("avg", total / count), ("max", high)):
                 self.metrics.set("policy_lag", float(value), stat=stat)
                 stats[f"server/policy_lag_{stat}"] = float(value)
-            self._lags.clear()
+            self._lag_stats = None
         if len(self.episode_returns):
             stats["rollout/ep_rew_mean"] = self.episode_returns.mean()
             self.metrics.set("ep_rew_mean", stats["rollout/ep_rew_mean"])
