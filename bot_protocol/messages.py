@@ -518,6 +518,11 @@ class TransitionHeader:
     columns: dict[str, bytes]
     """Float columns by name, in wire order, each exactly the size its shape needs."""
 
+    @property
+    def nbytes(self) -> int:
+        """Payload bytes of the batch it becomes, as :attr:`TransitionBatch.nbytes` counts them (plus any score column)."""
+        return len(self.agent) + len(self.episode) + len(self.flags) + sum(map(len, self.columns.values()))
+
     @classmethod
     def from_wire(cls, m: Mapping[str, Any], spec: SessionSpec) -> TransitionHeader:
         limits = spec.limits

@@ -1390,7 +1390,7 @@ def test_l3_t2_leak_detector_under_soak_load():
 L2_SECONDS = seconds("l2", 600.0, 600.0)
 L2_BOTS = int(os.environ.get("ARENA_L2_BOTS", "256"))
 L2_ROWS = int(os.environ.get("ARENA_L2_ROWS", "496"))  # 496 rows x 133 B = 64.4 KiB frames
-L2_LEAK_SAMPLES = int(os.environ.get("ARENA_L2_LEAK_SAMPLES", "4"))
+L2_LEAK_SAMPLES = int(os.environ.get("ARENA_L2_LEAK_SAMPLES", "4"))  # 0: soak only, the leak phase is skipped
 
 
 @t2
@@ -1437,19 +1437,21 @@ def test_l2_t2_soak_256_bots_10_minutes():
         run_for(L2_SECONDS, 5.0, tick)
         stopped, table, rejected, disconnected, acc = stop_and_settle(fleet, server, thread, 60)
 
-    with quiet_lag_warnings():
-        leak = leak_run(
-            TrainingServer,
-            n_bots=16,
-            rate=10.0,
-            spec=spec,
-            burst=10.0,
-            repeats=L2_LEAK_SAMPLES,
-            max_trials=3,
-            warmup=2,
-            agent=LoadAgent(hidden=(512, 512), every=5.0, drain=spec.rows, record=False),
-            ignore=NUMPY_CACHES,
-        )
+    leak: dict[str, Any] = {"suspects": [], "figures": "skipped (ARENA_L2_LEAK_SAMPLES=0)"}
+    if L2_LEAK_SAMPLES:
+        with quiet_lag_warnings():
+            leak = leak_run(
+                TrainingServer,
+                n_bots=16,
+                rate=10.0,
+                spec=spec,
+                burst=10.0,
+                repeats=L2_LEAK_SAMPLES,
+                max_trials=3,
+                warmup=2,
+                agent=LoadAgent(hidden=(512, 512), every=5.0, drain=spec.rows, record=False),
+                ignore=NUMPY_CACHES,
+            )
 
     latencies = [
         at - publications.published[v]
@@ -1488,3 +1490,5 @@ def test_l2_t2_soak_256_bots_10_minutes():
     assert lags["p99"] < 0.020 and lags["max"] < 0.250, figures["loop_lag_ms"]
     assert np.percentile(latencies, 99) < 2.0, figures["delivery_ms"]
     assert not leak["suspects"], figures["leak"]
+    if not L2_LEAK_SAMPLES:
+        pytest.skip("every soak criterion held; the leak phase was not run (ARENA_L2_LEAK_SAMPLES=0)")
