@@ -803,7 +803,7 @@ else:
 
 LARGE_FRAME_BYTES = 64 * 1024
 """Weights frames from this size on take turns to start writing (see ``TrainingServer._start_send``)."""
-WEIGHTS_WRITES_PER_TURN = 4
+WEIGHTS_WRITES_PER_TURN = 16
 """Large weights frames that may start writing in one event-loop turn."""
 
 MAX_GROUP = 64

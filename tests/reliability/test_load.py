@@ -496,7 +496,10 @@ def test_l10_queue_lock_hold_times_under_load():
     assert len(loop_hold) > 1000 and len(trainer_hold) > 10, figures["acquires"]
     assert np.percentile(holds, 99) < 0.001 and holds.max() < 0.010, figures["hold_us"]
     assert np.percentile(loop_wait, 99) < 0.001 and max(loop_wait) < 0.010, figures["loop_wait_us"]
-    assert max(put_times) < 0.010, figures["put_us"]  # put never waits on a condition: it appends (and trims)
+    # put never waits on a condition (it appends, and trims): that is the loop-wait bound above. Its wall
+    # time also holds whatever preempts the thread meanwhile (another process on these 2 cores, a GIL
+    # hand-off), so only its p99 is bounded; a lone 15 ms put was seen here with a 0.26 ms longest wait.
+    assert np.percentile(put_times, 99) < 0.001, figures["put_us"]
 
 
 # ── L5, L6: a slow trainer ───────────────────────────────────────────────────
