@@ -113,9 +113,9 @@ class TrainingServer:
         """Set when the trainer gave up (crashes beyond its restart quota): the owner should close."""
         self._failed_event: asyncio.Event | None = None
         self._write_gate: asyncio.Semaphore | None = None
+        """Created on the loop at the first large weights frame (see :meth:`_start_send`)."""
         self._restore_interpreter: tuple[float, bool] | None = None
         """(switch interval, whether this server froze the collector) to restore at close."""
-        """Created on the loop at the first large weights frame (see :meth:`_start_send`)."""
         self.agent_name = agent.name
         self.limits = Limits(
             self.config.max_batch, self.config.max_message_bytes, self.config.credit_window, self.config.max_abs
@@ -713,8 +713,8 @@ class TrainingServer:
         """Start sending ``frame``; a large one waits its turn so one loop turn writes a bounded amount.
 
         A publish wakes every bot's sender in the same loop turn, and ``send`` hands the whole
-        frame to the kernel before it first yields (~1 ms per MiB here): 256 bots x 1 MiB of
-        weights was a 250+ ms stall of everything else on the loop. A gate lets at most
+        frame to the transport before it first yields: 1 MiB of weights to 256 bots would be
+        256 MiB of copies and socket writes in one turn, while no bot is read. A gate lets at most
         ``WEIGHTS_WRITES_PER_TURN`` large frames start per turn; it is released as soon as the
         write has started, never held while a slow reader drains its socket.
         """
