@@ -208,7 +208,7 @@ def assemble(runs: Sequence[_Run], scratch: _Scratch | None = None) -> list[Segm
     layout = _Layout(first.obs.shape[1], first.act.shape[1], terms)
     n = sum(sizes)
     # Rows in arrival order, packed; sorted into a fresh matrix below, so this one is scratch,
-    # reused across drains (a fresh multi-MB array a drain costs page faults, ~1 µs per 4 KiB here).
+    # reused across drains (a fresh multi-MB array each drain would be page-faulted in again).
     packed = scratch.get(layout, n)
     d, a = layout.obs_dim, layout.act_dim
     if len(batches) == 1:
