@@ -172,14 +172,20 @@ def build_parser() -> argparse.ArgumentParser:
         "replay",
         help="watch, render or verify a match recorded with 'arena match --record'",
         description=(
-            "Show a recording. --to OUT.gif renders an animated GIF (OUT.mp4 a video, with imageio and "
-            "imageio-ffmpeg installed); --verify re-simulates the match from its seed and recorded actions and "
+            "Show a recording. --to OUT.gif renders an animated GIF (OUT.mp4 an H.264 video, with the video extra: "
+            "pip install -e '.[video]'); --verify re-simulates the match from its seed and recorded actions and "
             "checks every frame; with neither, a viewer page is served on 127.0.0.1 until Ctrl-C."
         ),
         epilog="example: arena replay match.replay --to match.gif --round 1 --stride 3",
     )
     replay.add_argument("file", type=Path, help="a recording from 'arena match --record FILE'")
-    replay.add_argument("--to", type=Path, default=None, metavar="OUT", help="write an animation: OUT.gif or OUT.mp4")
+    replay.add_argument(
+        "--to",
+        type=Path,
+        default=None,
+        metavar="OUT",
+        help="write an animation: OUT.gif, or OUT.mp4 with the video extra (pip install -e '.[video]')",
+    )
     replay.add_argument(
         "--verify", action="store_true", help="re-simulate the match and compare every frame (exit 1 if any differs)"
     )

@@ -577,11 +577,12 @@ def render(recording: Recording, out: Path, config: RenderConfig = RenderConfig(
     writer: Any = None
     if suffix == ".mp4":
         try:
-            import imageio.v2 as imageio  # optional: pip install imageio imageio-ffmpeg
+            import imageio.v2 as imageio  # optional: the `video` extra (pip install -e '.[video]')
             import imageio_ffmpeg  # noqa: F401  (imageio needs it for .mp4)
         except ImportError:
             raise ValueError(
-                "writing .mp4 needs imageio and imageio-ffmpeg (pip install imageio imageio-ffmpeg); .gif needs nothing"
+                "writing .mp4 needs imageio and imageio-ffmpeg: the video extra (pip install -e '.[video]', or "
+                "pip install imageio imageio-ffmpeg); .gif needs nothing"
             ) from None
         writer = imageio
     indices = frame_indices(recording, config)
@@ -596,7 +597,7 @@ def render(recording: Recording, out: Path, config: RenderConfig = RenderConfig(
             options = {"format": "FFMPEG", "mode": "I", "fps": config.fps, "codec": "libx264", "macro_block_size": 2}
             with writer.get_writer(str(partial), **options) as video:
                 for image, duration in zip(images, durations, strict=True):
-                    pixels = np.asarray(image.convert("RGB"))
+                    pixels = _even_rgb(image)
                     for _ in range(max(1, round(duration / step))):
                         video.append_data(pixels)
             with partial.open("rb") as f:
@@ -612,6 +613,23 @@ def render(recording: Recording, out: Path, config: RenderConfig = RenderConfig(
             ),
         )
     return len(images)
+
+
+def _even_rgb(image: Any) -> np.ndarray:
+    """The frame as RGB pixels, padded with the background to even width and height.
+
+    H.264 in yuv420p needs even sizes; without this, imageio rescales odd ones (``--width 301``,
+    or a height of 225 from ``--width 300``) by a pixel and logs a warning; padding keeps every
+    pixel as drawn.
+    """
+    pixels = np.asarray(image.convert("RGB"))
+    h, w = pixels.shape[:2]
+    if h % 2 == 0 and w % 2 == 0:
+        return pixels
+    padded = np.empty((h + h % 2, w + w % 2, 3), np.uint8)
+    padded[:] = _PALETTE[0]
+    padded[:h, :w] = pixels
+    return padded
 
 
 def _draw(recording: Recording, i: int, width: int) -> Any:

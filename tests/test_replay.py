@@ -190,6 +190,44 @@ def test_gif_has_the_chosen_frames_and_size(tmp_path, recorded):
         assert gif.size == (200, 150) and gif.n_frames == n
 
 
+@pytest.mark.parametrize("width, size", [(200, (200, 150)), (201, (202, 152))])
+def test_mp4_has_the_chosen_frames_and_size(tmp_path, recorded, caplog, width, size):
+    """An MP4 (the `video` extra) of round 2 at stride 4: an ISO container whose H.264 stream decodes to one
+    frame per drawn image plus the held last frame, showing what the GIF shows; odd sizes are padded, never rescaled."""
+    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg", reason="needs the video extra (pip install -e '.[video]')")
+    pytest.importorskip("imageio", reason="needs the video extra (pip install -e '.[video]')")
+    recording = Recording.load(recorded[0])
+    config = RenderConfig(width=width, stride=4, rounds=(2,), fps=25.0, hold=1.0)
+    out = tmp_path / "round2.mp4"
+    n = render(recording, out, config)
+    assert n == len(frame_indices(recording, config))
+    assert out.read_bytes()[4:8] == b"ftyp"  # an MP4 (ISO base media) file starts with its ftyp box
+    assert not [r for r in caplog.records if "resizing" in r.getMessage()]
+    assert [p.name for p in tmp_path.iterdir()] == ["round2.mp4"]  # no partial file left beside it
+    # Decoded by the bundled ffmpeg itself (imageio-ffmpeg 0.8's frame reader leaves its pipes open).
+    decoded = subprocess.run(
+        [imageio_ffmpeg.get_ffmpeg_exe(), "-v", "info", "-i", str(out), "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1"],
+        capture_output=True,
+        timeout=timeout(60),
+    )
+    info = decoded.stderr.decode(errors="replace")
+    assert decoded.returncode == 0, info
+    assert "Video: h264" in info and f"{size[0]}x{size[1]}" in info and "25 fps" in info, info
+    w, h = size
+    frames = np.frombuffer(decoded.stdout, np.uint8).reshape(-1, h, w, 3)
+    assert len(frames) == (n - 1) + 25  # every image once at 25 fps, the round's end held 1 s
+    gif = tmp_path.parent / f"{tmp_path.name}.gif"
+    render(recording, gif, config)
+    with Image.open(gif) as image:
+        first = np.asarray(image.convert("RGB"), dtype=np.int16)
+        image.seek(n - 1)
+        last = np.asarray(image.convert("RGB"), dtype=np.int16)
+    gif.unlink()
+    video_last = frames[-1, : last.shape[0], : last.shape[1]].astype(np.int16)
+    same, other = np.abs(video_last - last).mean(), np.abs(video_last - first).mean()
+    assert same < 3.5 and other > 2 * same, (same, other)  # lossy (~2 of 255 here), but the same picture (~6.4)
+
+
 def test_render_refuses_bad_requests(tmp_path, recorded):
     recording = Recording.load(recorded[0])
     with pytest.raises(ValueError, match=r"can write \.gif or \.mp4"):
@@ -272,3 +310,26 @@ def test_replay_cli_errors_are_one_line(tmp_path, recorded, args):
     result = arena(*(a.format(**paths) for a in args))
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1 and "error" in lines[0], result.stderr
+
+
+SAMPLE = Path(__file__).resolve().parent.parent / "docs" / "replay_tracker.replay"
+
+
+def test_sample_replay_in_docs_verifies():
+    """docs/replay_tracker.replay (the match docs/replay_tracker.gif shows) still re-simulates frame for frame.
+
+    An engine change that alters any rule's outcome breaks this: then re-record the sample (docs/arena.md says how)
+    or find out why the engine departs from what it did."""
+    recording = Recording.load(SAMPLE)
+    assert recording.names[1] == "tracker" and recording.n_frames == 1331 and recording.rounds == [1]
+    checked = verify(recording)
+    assert checked.ok, checked.mismatch.describe() if checked.mismatch else ""
+    assert checked.frames == 1331
+    with Image.open(SAMPLE.with_suffix(".gif")) as gif:  # the GIF is this recording at stride 3
+        assert gif.n_frames == len(frame_indices(recording, RenderConfig(stride=3)))
+
+
+def test_sample_replay_verifies_from_the_command_line():
+    result = arena("replay", str(SAMPLE), "--verify")
+    assert result.returncode == 0, result.stderr
+    assert "L1 vs tracker, 1 round(s), 1,331 frames: re-simulated, every frame identical" in result.stdout
