@@ -1,15 +1,16 @@
 """What every agent shares: the segment type that crosses threads, rewards, GAE, advantage guards.
 
 A :class:`Segment` is one agent's consecutive steps from one bot, held in plain numpy
-arrays. Segments are built on the server's event-loop thread and consumed on the
-trainer thread; they never hold tensors (the original trainer lost a bot thread to
-tensors freed on the wrong thread's heap — plain arrays are safe to hand over).
+arrays. Segments are built from the bots' batches and consumed by the agent; they never
+hold tensors (the original trainer lost a bot thread to tensors freed on the wrong
+thread's heap — plain arrays are safe to hand over).
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,6 +58,20 @@ class Segment:
         assert (self.end is SegmentEnd.TERMINAL) == (self.next_obs is None), "only a terminal segment lacks next_obs"
         assert len(self.obs) == len(self.act) == len(self.logp) > 0, "columns of one segment differ in length"
 
+    @classmethod
+    def trusted(cls, **values: Any) -> Segment:
+        """A segment from values already known to hold the invariants; every field must be given.
+
+        The trainer's assembler makes one per closed segment (hundreds per drain) from batches
+        the decoder checked, on the thread that shares the GIL with the event loop. A frozen
+        dataclass sets each of its 12 fields through ``object.__setattr__`` and then runs
+        :meth:`__post_init__`, which together cost several times this.
+        """
+        assert values.keys() == _SEGMENT_FIELDS, "Segment.trusted needs every field"
+        segment = object.__new__(cls)
+        segment.__dict__.update(values)
+        return segment
+
     @property
     def steps(self) -> int:
         return len(self.obs)
@@ -65,6 +80,9 @@ class Segment:
     def nbytes(self) -> int:
         arrays = (self.obs, self.act, self.logp, self.next_obs, self.reward, self.terms)
         return sum(a.nbytes for a in arrays if a is not None)
+
+
+_SEGMENT_FIELDS = frozenset(f.name for f in fields(Segment))
 
 
 def segment_rewards(segment: Segment) -> NDArray[np.float32]:

@@ -20,7 +20,7 @@ packed in one float32 matrix, so a segment's obs/act/logp/rewards are strided vi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -59,16 +59,18 @@ class _Layout:
         return rows[:, :d], rows[:, d : d + a], rows[:, d + a], values
 
 
-@dataclass
 class _Open:
-    """One agent's steps not yet handed to the trainer."""
+    """One agent's steps not yet handed to the trainer (a plain slotted class: one is made per segment)."""
 
-    episode: int
-    generation: int
-    version: int
-    layout: _Layout
-    chunks: list[NDArray[np.float32]] = field(default_factory=list)
-    steps: int = 0
+    __slots__ = ("chunks", "episode", "generation", "layout", "steps", "version")
+
+    def __init__(self, episode: int, generation: int, version: int, layout: _Layout) -> None:
+        self.episode = episode
+        self.generation = generation
+        self.version = version
+        self.layout = layout
+        self.chunks: list[NDArray[np.float32]] = []
+        self.steps = 0
 
 
 class SegmentAssembler:
@@ -142,7 +144,7 @@ class SegmentAssembler:
             # open tail is bootstrapped from its last observation — a truncation, never terminal.
             next_obs = obs[-1]
         closed.append(
-            Segment(
+            Segment.trusted(
                 bot=self.bot,
                 agent=agent,
                 obs=obs,

@@ -313,7 +313,9 @@ class Trainer:
 
     def _track_returns(self, segment: Segment) -> None:
         key = (segment.bot, segment.agent)
-        total = self._running_returns.get(key, 0.0) + float(segment_rewards(segment).sum())
+        # Scalar rewards are summed in place (segment_rewards copies them, for callers that edit).
+        rewards = segment.reward if segment.reward is not None else segment_rewards(segment)
+        total = self._running_returns.get(key, 0.0) + float(rewards.sum())
         if segment.end is SegmentEnd.CUT:
             self._running_returns[key] = total
         else:
