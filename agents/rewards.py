@@ -24,7 +24,8 @@ ROUND_SCORE_SCALE = 50.0
 def compute_tick_reward(terms: NDArray[np.float32]) -> NDArray[np.float32]:
     """Per-tick reward from the raw terms, shape (n, 5) → (n,).
 
-    Columns: my energy delta, enemy energy delta, distance to enemy, max distance,
+    Columns: my energy delta, enemy energy delta (the damage I dealt, negated: an enemy's
+    own firing costs must not pay me), distance to enemy, max distance,
     |gun bearing| in degrees. Positive when we deal more damage than we take, plus dense
     shaping: closeness (0–0.01 per tick) and aim quality (0–0.02 per tick).
     A non-positive ``max distance`` is treated as 1 (the seed's default) rather than dividing by zero.

@@ -327,6 +327,16 @@ def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+TANK_PPO_DEFAULTS: dict[str, Any] = {"minibatch_size": 256}
+"""PPO settings of ``arena train`` on the tank arena (``--agent-option`` overrides them).
+
+Minibatches of 256 instead of PPOConfig's 64: an update of a 2048-step rollout takes ~0.1 s
+instead of ~0.3 s on one core, and a 10-minute run against ``tracker`` was bound by the
+update (96% of the trainer's time): it took 2x the samples (4.3k -> 8.8k transitions/s) and
+won 97.5% against tracker where minibatches of 64 won 52-81.5% (docs/arena.md, "Learning results").
+"""
+
+
 def _parse_agent_options(agent: str, pairs: Sequence[str]) -> dict[str, Any]:
     """``NAME=VALUE`` strings → config overrides, typed after the config field they name."""
     import dataclasses
@@ -377,7 +387,10 @@ def _agent_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"--device {device}: this torch build sees no CUDA device")
     if kind not in ("cpu", "cuda"):
         raise ValueError(f"--device {device}: only cpu and cuda are supported")
-    options: dict[str, Any] = {"seed": args.seed, "device": device, **_parse_agent_options(args.agent, args.agent_option)}
+    options: dict[str, Any] = {"seed": args.seed, "device": device}
+    if args.agent == "ppo" and getattr(args, "game", None) == "tank":
+        options.update(TANK_PPO_DEFAULTS)
+    options.update(_parse_agent_options(args.agent, args.agent_option))
     if args.agent in ("ddpg", "td3"):
         options["save_replay"] = bool(args.save_replay)
     elif args.save_replay:

@@ -29,7 +29,10 @@ What is measured
    true) and the queue holds 1 GiB, so credit is never withheld and memory stays
    flat: only ingest is measured. Ours and the baseline runs are interleaved so the
    machine's noise hits both alike, and each run also reports the loop thread's
-   CPU time per frame (``loop_us_per_frame``), which is robust to that noise.
+   CPU time per frame (``loop_us_per_frame``), which is robust to that noise, and
+   the trainer thread's (``trainer_us_per_frame``: splitting batches into segments,
+   under the same GIL). ``ratio_ours_raw_per_server_cpu`` is raw's CPU per frame
+   over ours (loop + trainer): the throughput ratio a server-bound run can reach.
 
    Baseline, same run, same frames: a bare ``websockets.asyncio.server.serve``
    server (``compression=None``) whose handler only ``msgpack.unpackb``-s each frame
@@ -609,6 +612,7 @@ class Sample:
     steps: int
     loop_cpu: float
     process_cpu: float
+    trainer_cpu: float = 0.0
 
 
 def _rate(before: Sample, after: Sample, frame_steps: int) -> dict[str, float]:
@@ -623,6 +627,7 @@ def _rate(before: Sample, after: Sample, frame_steps: int) -> dict[str, float]:
         "loop_cpu_util": round(loop_cpu / wall, 3),
         "server_process_cpu_util": round((after.process_cpu - before.process_cpu) / wall, 3),
         "loop_us_per_frame": round(loop_cpu / frames * 1e6, 1) if frames else 0.0,
+        "trainer_us_per_frame": round((after.trainer_cpu - before.trainer_cpu) / frames * 1e6, 1) if frames else 0.0,
         "tps_per_loop_core": round(steps / loop_cpu) if loop_cpu > 0 else 0,
     }
 
@@ -663,7 +668,7 @@ def _ingest_ours_once(
 
     def read() -> Sample:
         steps = int(server.metrics.counter("transitions_received"))
-        return Sample(time.perf_counter(), steps, time.thread_time(), time.process_time())
+        return Sample(time.perf_counter(), steps, time.thread_time(), time.process_time(), server.trainer.cpu_seconds())
 
     def sample() -> Sample:
         taken: Sample = thread.call(read)  # on the loop thread: thread_time() is the loop's CPU time
@@ -688,8 +693,8 @@ def _ingest_ours_once(
     row["frames_per_group"] = round((server.metrics.counter("frames_accepted") - frames0) / groups, 2) if groups else 0.0
     print(
         f"ours        {n_steps:>3}-step frames, {n:>2} bots:    {row['tps']:>10,} steps/s  "
-        f"(loop cpu {row['loop_cpu_util']:.0%}, {row['loop_us_per_frame']:.0f} us/frame, "
-        f"sender cpu {row['sender_cpu_util']:.0%}, lag p50 {row['loop_lag_ms']['p50']} ms)",
+        f"(loop cpu {row['loop_cpu_util']:.0%}, {row['loop_us_per_frame']:.0f} + trainer {row['trainer_us_per_frame']:.0f} "
+        f"us/frame, sender cpu {row['sender_cpu_util']:.0%}, lag p50 {row['loop_lag_ms']['p50']} ms)",
         file=sys.stderr,
     )
     return row
@@ -757,14 +762,19 @@ def bench_ingest(
         out["accounting"] = server.accounting()
     ratio: dict[str, float] = {}
     per_cpu: dict[str, float] = {}
+    per_server_cpu: dict[str, float] = {}  # raw's CPU per frame over ours (loop + trainer thread)
     for n_steps in steps:
         for n in raw_conns:
             mine, base = ours.get(f"steps{n_steps}_bots{n}"), raw.get(f"steps{n_steps}_clients{n}")
             if mine and base and base["tps"] and base["tps_per_loop_core"]:
                 ratio[f"steps{n_steps}_conns{n}"] = round(mine["tps"] / base["tps"], 3)
                 per_cpu[f"steps{n_steps}_conns{n}"] = round(mine["tps_per_loop_core"] / base["tps_per_loop_core"], 3)
+                server_us = mine["loop_us_per_frame"] + mine["trainer_us_per_frame"]
+                if server_us > 0:
+                    per_server_cpu[f"steps{n_steps}_conns{n}"] = round(base["loop_us_per_frame"] / server_us, 3)
     out["ratio_ours_raw"] = ratio
     out["ratio_ours_raw_per_loop_cpu"] = per_cpu
+    out["ratio_ours_raw_per_server_cpu"] = per_server_cpu
     return out
 
 

@@ -56,7 +56,8 @@ FLAG_TRUNCATED = 2
 """Bit 1 of ``flags``: the episode was cut (time limit); the future is bootstrapped from ``next_obs``."""
 
 N_REWARD_TERMS = 5
-"""Columns of ``terms``: my energy delta, enemy energy delta, distance to enemy, max distance, |gun bearing| (deg)."""
+"""Columns of ``terms``: my energy delta, enemy energy delta (the damage I dealt, negated), distance to enemy,
+max distance, |gun bearing| (deg). See docs/protocol.md."""
 
 MAX_NAME_LEN = 64
 MAX_MESSAGE_TEXT = 256

@@ -155,6 +155,17 @@ class Trainer:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def cpu_seconds(self) -> float:
+        """CPU time the trainer thread has used so far (0 before it starts).
+
+        It shares the GIL with the event loop, so benchmarks report it beside the loop's own
+        CPU time: together they are what one frame costs the server process.
+        """
+        thread = self._thread
+        if thread is None or thread.ident is None or not thread.is_alive():
+            return 0.0
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+
     def _run(self) -> None:
         threads = self.config.torch_threads or max(1, len(os.sched_getaffinity(0)) - 1)  # the CPUs we may use
         torch.set_num_threads(threads)  # leave a core to the event loop (GIL stalls show up as loop lag)

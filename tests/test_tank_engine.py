@@ -167,6 +167,8 @@ def test_actions_are_clipped_and_nan_safe() -> None:
 def test_bullet_speed_damage_and_energy_return(power: float, speed: float, damage: float, gain: float) -> None:
     b = duel(100, 300, 400, 300)  # shooter faces east, the target 300 to the east
     info = b.step(act([0, 0, 0, fire_level(power)], []))
+    # The target's reward term sees nothing of the shot's cost: only damage dealt to it counts.
+    assert info.enemy_energy_delta[0, 1] == pytest.approx(-power) and info.reward_terms()[0, 1, 1] == 0.0
     assert b.bullet_active[0].sum() == 1
     k = int(np.flatnonzero(b.bullet_active[0])[0])
     assert b.bullet_power[0, k] == pytest.approx(power)
@@ -186,6 +188,7 @@ def test_bullet_speed_damage_and_energy_return(power: float, speed: float, damag
     assert b.energy[0, 0] == pytest.approx(100.0 - power + gain)
     assert info.energy_delta[0, 1] == pytest.approx(-damage)
     assert info.enemy_energy_delta[0, 0] == pytest.approx(-damage)
+    assert info.damage_dealt[0, 0] == pytest.approx(damage) and info.damage_dealt[0, 1] == 0.0
     assert info.energy_delta[0, 0] == pytest.approx(gain)
     assert info.scores[0, 0] == pytest.approx(damage)  # 1 point per damage point
     assert not b.bullet_active[0].any()
@@ -500,7 +503,7 @@ def test_reward_terms_columns() -> None:
     rt = info.reward_terms()
     assert rt.shape == (4, 2, 5) and rt.dtype == np.float32
     np.testing.assert_array_equal(rt[..., 0], info.energy_delta)
-    np.testing.assert_array_equal(rt[..., 1], info.enemy_energy_delta)
+    np.testing.assert_array_equal(rt[..., 1], -info.damage_dealt)
     np.testing.assert_array_equal(rt[..., 2], info.enemy_distance)
     assert (rt[..., 3] == 1000.0).all() and info.max_distance == 1000.0
     np.testing.assert_array_equal(rt[..., 4], info.gun_bearing_abs)
