@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -50,6 +51,14 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _turn_timeout_ms(text: str) -> float:
+    """``arena match --turn-timeout-ms``: positive and finite (a turn must end)."""
+    value = _positive_float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number of milliseconds, got {text}")
     return value
 
 
@@ -157,6 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="P",
         help="wait on 127.0.0.1:P for the royale:NAME bots, started by hand, instead of booting royale:PATH (docs/royale.md)",
+    )
+    match.add_argument(
+        "--turn-timeout-ms",
+        type=_turn_timeout_ms,
+        default=None,
+        metavar="MS",
+        help="Tank Royale bots: the longest a turn waits for their intents, in milliseconds; a bot that answers later "
+        "skips the turn (default: 30, Tank Royale's standard; the next turn starts as soon as every bot answered)",
     )
     match.add_argument(
         "--record",
@@ -897,6 +914,8 @@ def _match(args: argparse.Namespace) -> int:
     royale = any(RoyaleBotSpec.matches(spec) for spec in args.bot) or args.royale_port is not None
     if not 2 <= len(args.bot) <= 8:
         raise ValueError(f"give 2 to 8 --bot, got {len(args.bot)}")
+    if args.turn_timeout_ms is not None and not royale:
+        raise ValueError("--turn-timeout-ms applies to Tank Royale bots only (royale:PATH or --royale-port)")
     if args.record is not None and not args.record.parent.is_dir():  # before a long match, not after
         raise FileNotFoundError(f"--record {args.record}: no directory {args.record.parent}")
     # A recording replays only if its rounds ran one after another in one arena (see Recorder).
@@ -936,7 +955,8 @@ def _match(args: argparse.Namespace) -> int:
 
         recorder = Recorder(names, args.seed, rules, bots)
     if royale:
-        config = RoyaleServerConfig(port=args.royale_port or 0)
+        timeouts = {} if args.turn_timeout_ms is None else {"turn_timeout": args.turn_timeout_ms / 1000.0}
+        config = RoyaleServerConfig(port=args.royale_port or 0, **timeouts)
         result = play_royale_match(
             players, args.rounds, args.seed, rules, config, args.royale_port is None, recorder, announce=_stderr_line
         )
