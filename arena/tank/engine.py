@@ -696,8 +696,8 @@ class TankBattle:
         live = self.alive if all_running else self.alive & running[:, None]  # tanks that act this tick
         energy = self.energy
         energy0 = energy.copy()
-        dealt0 = self.bullet_damage_dealt.sum(axis=2) + self.ram_damage_dealt.sum(axis=2)
         self._score_delta = np.zeros((M, T))
+        self._dealt_delta = np.zeros((M, T))  # damage each tank dealt this tick (bullets and rams)
 
         # 1. Guns: a cold gun fires (if asked, the energy allows it and a slot is free), a hot one cools.
         a_fire = a[..., 3]
@@ -831,9 +831,7 @@ class TankBattle:
         return StepInfo(
             energy_delta=d_energy.astype(np.float32),
             enemy_energy_delta=(d_energy.sum(axis=1, keepdims=True) - d_energy).astype(np.float32),
-            damage_dealt=(self.bullet_damage_dealt.sum(axis=2) + self.ram_damage_dealt.sum(axis=2) - dealt0).astype(
-                np.float32
-            ),
+            damage_dealt=self._dealt_delta.astype(np.float32),
             enemy_distance=enemy_distance,
             max_distance=float(self.max_distance),
             gun_bearing_abs=gun_bearing_abs,
@@ -986,7 +984,9 @@ class TankBattle:
         self.ram_damage_dealt[rows] = ledger
         alive_r = alive_now[rows]
         killed = alive_r & (e_after <= 0.0)
-        sd = r.score_ram_damage * dealt.sum(axis=2)
+        dealt_by = dealt.sum(axis=2)
+        self._dealt_delta[rows] += dealt_by
+        sd = r.score_ram_damage * dealt_by
         if killed.any():
             sd += r.bonus_ram_kill * (rams * killed[:, None, :] * ledger).sum(axis=2)
         self._score_delta[rows] += sd
@@ -1213,7 +1213,9 @@ class TankBattle:
         dealt = owner_t @ scored  # [attacker, victim]
         ledger = self.bullet_damage_dealt[rows] + dealt
         self.bullet_damage_dealt[rows] = ledger
-        sd = r.score_bullet_damage * dealt.sum(axis=2)
+        dealt_by = dealt.sum(axis=2)
+        self._dealt_delta[rows] += dealt_by
+        sd = r.score_bullet_damage * dealt_by
         if killing.any():
             kills = (owner_t @ killing.astype(np.float64)) > 0.0
             sd += r.bonus_bullet_kill * (kills * ledger).sum(axis=2)
