@@ -10,7 +10,7 @@ from typing import Any
 
 from .base import Agent
 from .checkpoint import CheckpointInvalid, CheckpointStore
-from .common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_rewards
+from .common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_return, segment_rewards
 from .ppo import PPOAgent, PPOConfig
 from .replay import ReplayBuffer
 from .td3 import TD3Agent, TD3Config, ddpg_config
@@ -32,6 +32,7 @@ __all__ = [
     "ddpg_config",
     "make_agent",
     "normalize_advantages",
+    "segment_return",
     "segment_rewards",
 ]
 

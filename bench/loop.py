@@ -34,6 +34,13 @@ What is measured
    under the same GIL). ``ratio_ours_raw_per_server_cpu`` is raw's CPU per frame
    over ours (loop + trainer): the throughput ratio a server-bound run can reach.
 
+   Our server is measured at each credit window of ``--credit-windows`` (default 8, the
+   server's default, and 32), one server per window, run right beside each other: the
+   window decides how many frames a bot may have in flight, so how many the server finds
+   waiting per turn and handles as one group (docs/architecture.md, "Credit window").
+   The first window's figures are ``ours``/``ratio_ours_raw``; the others add
+   ``ours_window{W}``/``ratio_ours_raw_window{W}`` and a verdict each.
+
    Baseline, same run, same frames: a bare ``websockets.asyncio.server.serve``
    server (``compression=None``) whose handler only ``msgpack.unpackb``-s each frame
    and discards it, fed by raw clients that send as fast as websockets' write flow
@@ -692,7 +699,7 @@ def _ingest_ours_once(
     groups = server.metrics.counter("frame_groups") - groups0
     row["frames_per_group"] = round((server.metrics.counter("frames_accepted") - frames0) / groups, 2) if groups else 0.0
     print(
-        f"ours        {n_steps:>3}-step frames, {n:>2} bots:    {row['tps']:>10,} steps/s  "
+        f"ours w{server.config.credit_window:<4} {n_steps:>4}-step frames, {n:>2} bots:  {row['tps']:>10,} steps/s  "
         f"(loop cpu {row['loop_cpu_util']:.0%}, {row['loop_us_per_frame']:.0f} + trainer {row['trainer_us_per_frame']:.0f} "
         f"us/frame, sender cpu {row['sender_cpu_util']:.0%}, lag p50 {row['loop_lag_ms']['p50']} ms)",
         file=sys.stderr,
@@ -721,7 +728,7 @@ def _ingest_raw_once(
     row = {**_rate(before, after, n_steps), "sender_cpu_util": sender["sender_cpu_util"]}
     label = "raw+deflate" if compression else "raw"
     print(
-        f"{label:<11} {n_steps:>3}-step frames, {n:>2} clients: {row['tps']:>10,} steps/s  "
+        f"{label:<11} {n_steps:>4}-step frames, {n:>2} clients: {row['tps']:>10,} steps/s  "
         f"(loop cpu {row['loop_cpu_util']:.0%}, {row['loop_us_per_frame']:.0f} us/frame, "
         f"sender cpu {row['sender_cpu_util']:.0%})",
         file=sys.stderr,
@@ -730,39 +737,71 @@ def _ingest_raw_once(
 
 
 def bench_ingest(
-    worker: SenderWorker, settings: Settings, conns: list[int], raw_conns: list[int], steps: list[int]
+    worker: SenderWorker,
+    settings: Settings,
+    conns: list[int],
+    raw_conns: list[int],
+    steps: list[int],
+    windows: list[int] | None = None,
 ) -> dict[str, Any]:
-    """Ingest throughput of our server and of the baseline, interleaved so machine noise hits both alike."""
+    """Ingest throughput of our server and of the baseline, interleaved so machine noise hits both alike.
+
+    ``windows``: credit windows to measure our server at (default: ``ServerConfig``'s alone). The
+    first one's figures are ``ours`` and ``ratio_ours_raw``; each other window W adds
+    ``ours_window{W}`` and ``ratio_ours_raw_window{W}``, measured right beside them.
+    """
     from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
 
-    config = ServerConfig(port=0, queue_max_bytes=1 << 30, max_batch=1024, max_message_bytes=1 << 20)
-    server = TrainingServer(_ingest_only_agent(OBS_DIM, ACT_DIM), config, TrainerConfig())
-    ours: dict[str, Any] = {}
+    windows = windows or [ServerConfig().credit_window]
+    configs = {
+        w: ServerConfig(port=0, queue_max_bytes=1 << 30, max_batch=1024, max_message_bytes=1 << 20, credit_window=w)
+        for w in windows
+    }
+    servers = {w: TrainingServer(_ingest_only_agent(OBS_DIM, ACT_DIM), configs[w], TrainerConfig()) for w in windows}
+    ours: dict[int, dict[str, Any]] = {w: {} for w in windows}
     raw: dict[str, Any] = {}
+    first = configs[windows[0]]
     out: dict[str, Any] = {
         "server_config": {
-            "credit_window": config.credit_window,
-            "queue_max_bytes": config.queue_max_bytes,
-            "max_batch": config.max_batch,
-            "max_message_bytes": config.max_message_bytes,
-            "segment_steps": config.segment_steps,
+            "credit_window": first.credit_window,
+            "credit_windows": windows,
+            "queue_max_bytes": first.queue_max_bytes,
+            "max_batch": first.max_batch,
+            "max_message_bytes": first.max_message_bytes,
+            "segment_steps": first.segment_steps,
         },
-        "ours": ours,
-        "raw": raw,
     }
-    with ServerThread(server) as thread:
+    with contextlib.ExitStack() as stack:
+        threads = {w: stack.enter_context(ServerThread(servers[w])) for w in windows}
         for n_steps in steps:
             for n in conns:
-                ours[f"steps{n_steps}_bots{n}"] = _ingest_ours_once(worker, thread, server, settings, n, n_steps)
+                for w in windows:
+                    row = _ingest_ours_once(worker, threads[w], servers[w], settings, n, n_steps)
+                    ours[w][f"steps{n_steps}_bots{n}"] = row
                 if n in raw_conns:
                     raw[f"steps{n_steps}_clients{n}"] = _ingest_raw_once(worker, settings, None, n, n_steps)
         out["raw_deflate"] = {f"steps{steps[0]}_clients1": _ingest_raw_once(worker, settings, "deflate", 1, steps[0])}
         if settings.profile:
-            out["profile"] = _profile_ingest(worker, thread, server, settings, max(conns), steps[0])
-        out["accounting"] = server.accounting()
+            out["profile"] = _profile_ingest(worker, threads[windows[0]], servers[windows[0]], settings, max(conns), steps[0])
+        out["accounting"] = servers[windows[0]].accounting()
+    for i, w in enumerate(windows):
+        suffix = "" if i == 0 else f"_window{w}"
+        out[f"ours{suffix}"] = ours[w]
+        ratio, per_cpu, per_server_cpu = _ratios(ours[w], raw, steps, raw_conns)
+        out[f"ratio_ours_raw{suffix}"] = ratio
+        out[f"ratio_ours_raw_per_loop_cpu{suffix}"] = per_cpu
+        out[f"ratio_ours_raw_per_server_cpu{suffix}"] = per_server_cpu
+    out["raw"] = raw
+    return out
+
+
+def _ratios(
+    ours: dict[str, Any], raw: dict[str, Any], steps: list[int], raw_conns: list[int]
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Ours over raw: throughput, throughput per loop-thread CPU, and raw's CPU per frame over ours (loop + trainer)."""
     ratio: dict[str, float] = {}
     per_cpu: dict[str, float] = {}
-    per_server_cpu: dict[str, float] = {}  # raw's CPU per frame over ours (loop + trainer thread)
+    per_server_cpu: dict[str, float] = {}
     for n_steps in steps:
         for n in raw_conns:
             mine, base = ours.get(f"steps{n_steps}_bots{n}"), raw.get(f"steps{n_steps}_clients{n}")
@@ -772,10 +811,7 @@ def bench_ingest(
                 server_us = mine["loop_us_per_frame"] + mine["trainer_us_per_frame"]
                 if server_us > 0:
                     per_server_cpu[f"steps{n_steps}_conns{n}"] = round(base["loop_us_per_frame"] / server_us, 3)
-    out["ratio_ours_raw"] = ratio
-    out["ratio_ours_raw_per_loop_cpu"] = per_cpu
-    out["ratio_ours_raw_per_server_cpu"] = per_server_cpu
-    return out
+    return ratio, per_cpu, per_server_cpu
 
 
 def _profile_ingest(
@@ -987,7 +1023,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--swap-interval", type=float, default=0.25, help="seconds between publishes (±20%% jitter)")
     parser.add_argument("--profile", action="store_true", help="cProfile the loop thread during one extra 64-bot ingest run")
     parser.add_argument("--skip", default="", help="comma-separated stages to skip: ingest,ppo,swap")
+    parser.add_argument(
+        "--credit-windows",
+        default="8,32",
+        help="comma-separated credit windows to measure ingest at, the server default first (default: 8,32)",
+    )
     return parser.parse_args(argv)
+
+
+def _credit_windows(text: str) -> list[int]:
+    try:
+        windows = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SystemExit(f"bench/loop.py: --credit-windows wants comma-separated integers, got {text!r}") from None
+    if not windows or min(windows) < 1 or len(set(windows)) != len(windows):
+        raise SystemExit(f"bench/loop.py: --credit-windows wants distinct integers >= 1, got {text!r}")
+    return windows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1007,6 +1058,7 @@ def main(argv: list[str] | None = None) -> int:
         profile=args.profile,
     )
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    windows = _credit_windows(args.credit_windows)
     started = time.perf_counter()
     frame_bytes = {str(steps): FrameTemplate(FrameSpec(steps)).nbytes for steps in (64, 256, 1024)}
     out: dict[str, Any] = {
@@ -1027,7 +1079,7 @@ def main(argv: list[str] | None = None) -> int:
     with SenderWorker() as worker:
         if "ingest" not in skip:
             with _stage("ingest: our TrainingServer (credit protocol) vs bare websockets + msgpack.unpackb, interleaved"):
-                out["ingest"] = bench_ingest(worker, settings, [1, 16, 64], [1, 16], [64, 256, 1024])
+                out["ingest"] = bench_ingest(worker, settings, [1, 16, 64], [1, 16], [64, 256, 1024], windows)
         if "ppo" not in skip:
             with _stage("loop lag while PPO trains"):
                 out["ppo_lag_paced"] = bench_ppo_lag(worker, settings, settings.ppo_rate)
@@ -1048,6 +1100,12 @@ def _verdict(out: dict[str, Any]) -> dict[str, bool | None]:
     ingest = out.get("ingest", {})
     ratios = list(ingest.get("ratio_ours_raw", {}).values())
     ours = ingest.get("ours", {})
+    windows = ingest.get("server_config", {}).get("credit_windows", [])[1:]
+    tuned = {
+        f"ingest_ratio_min_window{w}": min(values) >= TARGETS["ingest_ratio_min"] if values else None
+        for w in windows
+        for values in [list(ingest.get(f"ratio_ours_raw_window{w}", {}).values())]
+    }
 
     def best(prefix: str) -> int | None:
         return max((row["tps"] for key, row in ours.items() if key.startswith(prefix)), default=None)
@@ -1058,6 +1116,7 @@ def _verdict(out: dict[str, Any]) -> dict[str, bool | None]:
     return {
         "ingest_ratio_min": min(ratios) >= TARGETS["ingest_ratio_min"] if ratios else None,
         "ingest_ratio_aim": min(ratios) >= TARGETS["ingest_ratio_aim"] if ratios else None,
+        **tuned,
         "ingest_tps_min_steps64": best64 >= TARGETS["ingest_tps_min"] if best64 is not None else None,
         "ingest_tps_min_steps256": best256 >= TARGETS["ingest_tps_min"] if best256 is not None else None,
         "ppo_lag_p99": lag < TARGETS["ppo_lag_p99_ms_max"] if lag is not None else None,

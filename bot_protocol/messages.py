@@ -526,6 +526,72 @@ class TransitionHeader:
 
     @classmethod
     def from_wire(cls, m: Mapping[str, Any], spec: SessionSpec) -> TransitionHeader:
+        """Check a ``tr`` map's structure; raise the :class:`ProtocolError` naming the first fault.
+
+        The well-formed frame takes a fast path of inline type and length checks (no
+        helper calls, no per-frame dicts of expected sizes): it ran ~9 µs per frame on the
+        event loop, ~15% of a 64-step frame's cost there. Anything it does not fully
+        recognise, valid or not, goes through :meth:`_from_wire_checked`, the reference
+        that names the exact error; a property test holds the two to the same answers.
+        """
+        get = m.get
+        n, agent, raw_flags, episode = get("n"), get("agent"), get("flags"), get("episode")
+        seq, gen, ver = get("seq"), get("gen"), get("ver")
+        obs, act, logp = get("obs"), get("act"), get("logp")
+        scalar = spec.reward is RewardMode.SCALAR
+        value = get("rew" if scalar else "terms")
+        if (
+            type(n) is int
+            and 0 < n <= spec.limits.max_batch
+            and type(agent) is bytes
+            and type(episode) is bytes
+            and type(raw_flags) is bytes
+            and type(obs) is bytes
+            and type(act) is bytes
+            and type(logp) is bytes
+            and type(value) is bytes
+            and len(agent) == 4 * n
+            and len(episode) == 4 * n
+            and len(raw_flags) == n
+            and len(obs) == 4 * n * spec.obs_dim
+            and len(act) == 4 * n * spec.act_dim
+            and len(logp) == 4 * n
+            and len(value) == (4 * n if scalar else 4 * n * N_REWARD_TERMS)
+            and type(seq) is int
+            and type(gen) is int
+            and type(ver) is int
+            and 0 <= seq <= MAX_U64
+            and 0 <= gen <= MAX_U64
+            and 0 <= ver <= MAX_U64
+            and ("score" not in m and "terms" not in m if scalar else "rew" not in m)
+        ):
+            columns = {"obs": obs, "act": act, "logp": logp, "rew" if scalar else "terms": value}
+            if raw_flags.count(0) == n:  # no episode ends: nothing else may be sent
+                if "next_obs" not in m and (scalar or "score" not in m):
+                    return cls(seq, gen, ver, n, agent, episode, raw_flags, columns)
+            else:
+                n_terminal, n_truncated = raw_flags.count(FLAG_TERMINAL), raw_flags.count(FLAG_TRUNCATED)
+                score: Any = get("score")
+                next_obs: Any = get("next_obs")
+                if (
+                    raw_flags.count(0) + n_terminal + n_truncated == n
+                    and (scalar or (type(score) is bytes and len(score) == 4 * (n_terminal + n_truncated)))
+                    and (
+                        type(next_obs) is bytes and len(next_obs) == 4 * n_truncated * spec.obs_dim
+                        if n_truncated
+                        else next_obs is None
+                    )
+                ):
+                    if not scalar:
+                        columns["score"] = score
+                    if n_truncated:
+                        columns["next_obs"] = next_obs
+                    return cls(seq, gen, ver, n, agent, episode, raw_flags, columns)
+        return cls._from_wire_checked(m, spec)
+
+    @classmethod
+    def _from_wire_checked(cls, m: Mapping[str, Any], spec: SessionSpec) -> TransitionHeader:
+        """The field-by-field reader: every check in order, each failure named."""
         limits = spec.limits
         n = _int(m, "n", 1, limits.max_batch)
         agent = _bytes(m, "agent")

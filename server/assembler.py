@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.common import Segment, SegmentEnd
+from agents.rewards import ROUND_SCORE_CAP, ROUND_SCORE_SCALE, compute_tick_reward
 from bot_protocol import FLAG_TERMINAL, FLAG_TRUNCATED, TransitionBatch
 
 from .transition_queue import Arrival
@@ -52,6 +53,11 @@ class _Layout:
     def obs(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
         return rows[..., : self.obs_dim]
 
+    def rewards(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Per-row rewards of a (T, width) block: the scalars, or the tick rewards of the terms."""
+        start = self.obs_dim + self.act_dim + 1
+        return compute_tick_reward(rows[:, start:]) if self.terms else rows[:, start]
+
     def split(self, rows: NDArray[np.float32]) -> tuple[NDArray[np.float32], ...]:
         """obs, act, logp, values: views of a (T, width) block."""
         d, a = self.obs_dim, self.act_dim
@@ -62,7 +68,7 @@ class _Layout:
 class _Open:
     """One agent's steps not yet handed to the trainer (a plain slotted class: one is made per segment)."""
 
-    __slots__ = ("chunks", "episode", "generation", "layout", "steps", "version")
+    __slots__ = ("chunks", "episode", "generation", "layout", "reward_sum", "steps", "version")
 
     def __init__(self, episode: int, generation: int, version: int, layout: _Layout) -> None:
         self.episode = episode
@@ -71,6 +77,7 @@ class _Open:
         self.layout = layout
         self.chunks: list[NDArray[np.float32]] = []
         self.steps = 0
+        self.reward_sum = 0.0
 
 
 class SegmentAssembler:
@@ -106,9 +113,14 @@ class SegmentAssembler:
 
     def _append(
         self, agent: int, episode: int, generation: int, version: int, layout: _Layout, rows: NDArray[np.float32],
-        start: int, stop: int, closed: list[Segment],
+        start: int, stop: int, closed: list[Segment], reward_sum: float, cumulative: NDArray[np.float64],
     ) -> None:  # fmt: skip
-        """Add packed rows ``start:stop`` (one agent, one episode, in time order) to the agent's open segment."""
+        """Add packed rows ``start:stop`` (one agent, one episode, in time order) to the agent's open segment.
+
+        ``reward_sum`` is the sum of their rewards; ``cumulative[i]`` that of ``rows[:i + 1]``, for the
+        rare piece a length cut splits.
+        """
+        whole = (start, stop)
         current = self._open.get(agent)
         if current is not None and current.episode != episode:
             # A new episode id without an end flag: the old episode was abandoned; keep it as a cut.
@@ -126,6 +138,10 @@ class SegmentAssembler:
             take = min(stop, start + self.segment_steps - current.steps)
             current.chunks.append(rows[start:take])
             current.steps += take - start
+            if (start, take) == whole:
+                current.reward_sum += reward_sum
+            else:
+                current.reward_sum += float(cumulative[take - 1]) - (float(cumulative[start - 1]) if start else 0.0)
             if version < current.version:
                 current.version = version
             start = take
@@ -139,6 +155,9 @@ class SegmentAssembler:
         # One drain's piece is a view (no copy); pieces of several drains are copied together.
         rows = current.chunks[0] if len(current.chunks) == 1 else np.concatenate(current.chunks)
         obs, act, logp, values = current.layout.split(rows)
+        reward_sum = current.reward_sum
+        if score is not None:  # segment_rewards adds the round reward to the last step
+            reward_sum += min(score, ROUND_SCORE_CAP) / ROUND_SCORE_SCALE
         if end is SegmentEnd.CUT and next_obs is None:
             # Bot left (or abandoned the episode) mid-way: nothing it sent is lost, and the
             # open tail is bootstrapped from its last observation — a truncation, never terminal.
@@ -157,6 +176,7 @@ class SegmentAssembler:
                 reward=None if self.terms else values,
                 terms=values if self.terms else None,
                 score=score,
+                reward_sum=reward_sum,
             )
         )
 
@@ -250,6 +270,10 @@ def assemble(runs: Sequence[_Run], scratch: _Scratch | None = None) -> list[Segm
     last |= sorted_flags != 0
     ends = np.flatnonzero(last)
     rows = packed[order]
+    # Every piece's reward sum from one running sum over the drain (float64), for the trainer's
+    # episode returns: a numpy reduction per segment (a dozen calls in terms mode) cost more there.
+    cumulative = np.cumsum(layout.rewards(rows), dtype=np.float64)
+    piece_sums = np.diff(cumulative[ends], prepend=0.0).tolist()
     piece_keys = sorted_key[ends].tolist()
     piece_flags = sorted_flags[ends]
     flagged = np.flatnonzero(piece_flags)
@@ -263,12 +287,12 @@ def assemble(runs: Sequence[_Run], scratch: _Scratch | None = None) -> list[Segm
     stamps = [(run.assembler, run.batches[0].generation, min(b.version for b in run.batches)) for run in runs_with_rows]
     single = len(runs_with_rows) == 1
     start = 0
-    for piece, (end, key_value, episode, flag) in enumerate(
-        zip(ends.tolist(), piece_keys, sorted_episodes[ends].tolist(), piece_flags.tolist(), strict=True)
+    for piece, (end, key_value, episode, flag, reward_sum) in enumerate(
+        zip(ends.tolist(), piece_keys, sorted_episodes[ends].tolist(), piece_flags.tolist(), piece_sums, strict=True)
     ):
         assembler, generation, version = stamps[0 if single else key_value >> 32]
         agent = key_value & 0xFFFFFFFF
-        assembler._append(agent, episode, generation, version, layout, rows, start, end + 1, closed)
+        assembler._append(agent, episode, generation, version, layout, rows, start, end + 1, closed, reward_sum, cumulative)
         start = end + 1
         if flag == 0:
             continue

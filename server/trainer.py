@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents import Agent, CheckpointStore, Segment, SegmentEnd, segment_rewards
+from agents import Agent, CheckpointStore, Segment, SegmentEnd, segment_return
 
 from .assembler import SegmentBuilder
 from .config import TrainerConfig
@@ -298,23 +298,29 @@ class Trainer:
     def _filter(self, segments: list[Segment]) -> list[Segment]:
         kept: list[Segment] = []
         max_lag = self.agent.max_policy_lag
+        generation, version = self.generation, self.version
+        lags: list[int] = []
+        episodes = 0
         for segment in segments:
-            if max_lag is not None and segment.generation != self.generation:
+            if max_lag is not None and segment.generation != generation:
                 # On-policy only: acted by weights of an earlier run (before a resume), their
                 # log-probs mean nothing now. A replay buffer takes any policy's experience.
                 self.metrics.inc("transitions_dropped", segment.steps, reason="old_generation")
                 continue
-            lag = self.version - segment.version
+            lag = version - segment.version
             if max_lag is not None and lag > max_lag:
                 self.metrics.inc("transitions_dropped", segment.steps, reason="stale")
                 continue
-            if self._lag_stats is None:
-                self._lag_stats = (1, lag, lag, lag)
-            else:
-                count, total, low, high = self._lag_stats
-                self._lag_stats = (count + 1, total + lag, min(low, lag), max(high, lag))
-            self._track_returns(segment)
+            lags.append(lag)
+            episodes += self._track_returns(segment)
             kept.append(segment)
+        # Counted once per drain, not per segment: a drain of many bots closes hundreds of
+        # segments on the thread that shares the GIL with the event loop.
+        if lags:
+            count, total, low, high = self._lag_stats or (0, 0, lags[0], lags[0])
+            self._lag_stats = (count + len(lags), total + sum(lags), min(low, *lags), max(high, *lags))
+        if episodes:
+            self.metrics.inc("episodes", episodes)
         return kept
 
     def _forget_bot(self, bot: str) -> None:
@@ -322,17 +328,16 @@ class Trainer:
         for key in [k for k in self._running_returns if k[0] == bot]:
             del self._running_returns[key]
 
-    def _track_returns(self, segment: Segment) -> None:
+    def _track_returns(self, segment: Segment) -> bool:
+        """Add the segment to its episode's running return; True if it ended the episode."""
         key = (segment.bot, segment.agent)
-        # Scalar rewards are summed in place (segment_rewards copies them, for callers that edit).
-        rewards = segment.reward if segment.reward is not None else segment_rewards(segment)
-        total = self._running_returns.get(key, 0.0) + float(rewards.sum())
+        total = self._running_returns.get(key, 0.0) + segment_return(segment)
         if segment.end is SegmentEnd.CUT:
             self._running_returns[key] = total
-        else:
-            self._running_returns.pop(key, None)
-            self.episode_returns.add(total)
-            self.metrics.inc("episodes")
+            return False
+        self._running_returns.pop(key, None)
+        self.episode_returns.add(total)
+        return True
 
     def accounting(self) -> dict[str, int]:
         """Steps on the trainer's side of the hand-over, read consistently."""

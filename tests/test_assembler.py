@@ -5,10 +5,11 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents import SegmentEnd
+from agents import SegmentEnd, segment_rewards
 from bot_protocol import FLAG_TERMINAL, FLAG_TRUNCATED, TransitionBatch
 from server.assembler import SegmentAssembler, SegmentBuilder
 from server.transition_queue import Arrival, TransitionQueue
@@ -267,3 +268,6 @@ def test_bulk_assembly_matches_the_row_by_row_rules(drains, segment_steps):
     assert sorted(as_tuples(got), key=key) == sorted(reference_segments(drains, segment_steps), key=key)
     for segment in got:
         assert segment.obs.dtype == segment.act.dtype == segment.logp.dtype == np.float32
+        # The drain-wide running sum gives each segment what summing its own rewards gives.
+        expected = float(segment_rewards(segment).astype(np.float64).sum())
+        assert segment.reward_sum == pytest.approx(expected, rel=1e-6, abs=1e-3)

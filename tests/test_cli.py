@@ -293,3 +293,20 @@ def test_worker_over_wss_verifies_the_certificate(tmp_path):
         )
         assert result.returncode == 0, result.stdout + result.stderr
         assert "connected to wss://" in result.stdout and server.metrics.counter("transitions_received") > 0
+
+
+@pytest.mark.parametrize("command", ["train", "serve"])
+def test_credit_window_flag_reaches_the_server_config(command):
+    """--credit-window sets ServerConfig.credit_window (what welcome.limits tells bots); unset keeps the default."""
+    from arena.cli import _server_config, build_parser
+    from server import ServerConfig
+
+    parser = build_parser()
+    assert _server_config(parser.parse_args([command, "--credit-window", "32"])).credit_window == 32
+    assert _server_config(parser.parse_args([command])).credit_window == ServerConfig().credit_window
+
+
+def test_credit_window_flag_refuses_zero_in_one_line():
+    result = arena("serve", "--credit-window", "0", check=False)
+    assert result.returncode == 2
+    assert "--credit-window: must be >= 1, got 0" in result.stderr

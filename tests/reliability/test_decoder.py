@@ -62,6 +62,7 @@ from bot_protocol import (
     RewardMode,
     SessionSpec,
     TransitionBatch,
+    TransitionHeader,
     Weights,
     Welcome,
     decode_from_bot,
@@ -858,6 +859,53 @@ def test_d10_wrong_shapes_refused_in_terms_sessions(changes, code):
     batch = _good_batch(4, [FLAG_TERMINAL, 0, FLAG_TRUNCATED, 0], terms=True)
     assert decode_from_bot(encode(batch), TERMS_SPEC, MAX).n == 4
     assert_refused(code, _mutated(batch, changes), TERMS_SPEC)
+
+
+_FIELD_VALUES = st.one_of(
+    st.just(_DROP),
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2**64 + 1),
+    st.floats(allow_nan=False),
+    st.binary(max_size=200),
+    st.sampled_from([b"", bytes(4), bytes(16), bytes(32), bytes(64), bytes(80), bytes(128)]),
+    st.lists(st.integers(0, 3), max_size=5),
+)
+_TR_KEYS = ("n", "agent", "episode", "flags", "seq", "gen", "ver", "obs", "act", "logp", "rew", "terms", "score", "next_obs")
+
+
+def _header_or_error(read: Callable[[], TransitionHeader]) -> tuple[str, Any]:
+    try:
+        header = read()
+    except ProtocolError as exc:
+        return ("error", (exc.code, exc.message))
+    return ("header", (header.seq, header.generation, header.version, header.n, header.agent, header.episode,
+                       header.flags, list(header.columns.items())))  # fmt: skip
+
+
+@D2
+@given(
+    terms=st.booleans(),
+    flags=st.lists(st.sampled_from([0, 0, 0, FLAG_TERMINAL, FLAG_TRUNCATED, 3]), min_size=1, max_size=6),
+    changes=st.dictionaries(st.sampled_from(_TR_KEYS), _FIELD_VALUES, max_size=3),
+)
+def test_d10_fast_path_and_checked_reader_agree(terms, flags, changes):
+    """TransitionHeader.from_wire's inline fast path gives exactly the reference reader's answer:
+    the same header (columns in the same order), or the same error code and message."""
+    valid = [f if f in (0, FLAG_TERMINAL, FLAG_TRUNCATED) else 0 for f in flags]
+    batch = _good_batch(len(flags), valid, terms=terms)
+    fields = msgpack.unpackb(encode(batch), raw=False)
+    if flags != valid:
+        fields["flags"] = bytes(flags)
+    for key, value in changes.items():
+        if value is _DROP:
+            fields.pop(key, None)
+        else:
+            fields[key] = value
+    spec = TERMS_SPEC if terms else SCALAR_SPEC
+    fast = _header_or_error(lambda: TransitionHeader.from_wire(fields, spec))
+    checked = _header_or_error(lambda: TransitionHeader._from_wire_checked(fields, spec))
+    assert fast == checked
 
 
 def test_d10_batch_larger_than_a_small_max_batch():
