@@ -70,11 +70,11 @@ class Segment:
         The trainer's assembler makes one per closed segment (hundreds per drain) from batches
         the decoder checked, on the thread that shares the GIL with the event loop. A frozen
         dataclass sets each of its 12 fields through ``object.__setattr__`` and then runs
-        :meth:`__post_init__`: 4.1 µs a segment here, against 1.2 µs this way (its own kwargs dict is adopted).
+        :meth:`__post_init__`: 4.1 µs a segment here, against 2.7 µs this way.
         """
         assert values.keys() == _SEGMENT_FIELDS, "Segment.trusted needs every field"
         segment = object.__new__(cls)
-        object.__setattr__(segment, "__dict__", values)  # the call's own fresh dict: adopted, not copied
+        segment.__dict__.update(values)
         return segment
 
     @property

@@ -154,16 +154,8 @@ class SegmentAssembler:
             return
         # One drain's piece is a view (no copy); pieces of several drains are copied together.
         rows = current.chunks[0] if len(current.chunks) == 1 else np.concatenate(current.chunks)
-        self._emit(
-            agent, rows, current.layout, end, next_obs, current.generation, current.version, score, current.reward_sum, closed
-        )
-
-    def _emit(
-        self, agent: int, rows: NDArray[np.float32], layout: _Layout, end: SegmentEnd, next_obs: NDArray[np.float32] | None,
-        generation: int, version: int, score: float | None, reward_sum: float, closed: list[Segment],
-    ) -> None:  # fmt: skip
-        """Close a segment made of packed ``rows`` (in time order)."""
-        obs, act, logp, values = layout.split(rows)
+        obs, act, logp, values = current.layout.split(rows)
+        reward_sum = current.reward_sum
         if score is not None:  # segment_rewards adds the round reward to the last step
             reward_sum += min(score, ROUND_SCORE_CAP) / ROUND_SCORE_SCALE
         if end is SegmentEnd.CUT and next_obs is None:
@@ -179,8 +171,8 @@ class SegmentAssembler:
                 logp=logp,
                 end=end,
                 next_obs=None if end is SegmentEnd.TERMINAL else next_obs,
-                generation=generation,
-                version=version,
+                generation=current.generation,
+                version=current.version,
                 reward=None if self.terms else values,
                 terms=values if self.terms else None,
                 score=score,
@@ -300,25 +292,17 @@ def assemble(runs: Sequence[_Run], scratch: _Scratch | None = None) -> list[Segm
     ):
         assembler, generation, version = stamps[0 if single else key_value >> 32]
         agent = key_value & 0xFFFFFFFF
-        stop, begin = end + 1, start
-        start = stop
+        assembler._append(agent, episode, generation, version, layout, rows, start, end + 1, closed, reward_sum, cumulative)
+        start = end + 1
         if flag == 0:
-            assembler._append(agent, episode, generation, version, layout, rows, begin, stop, closed, reward_sum, cumulative)
             continue
         truncated_at, ended_at = slots[piece]
         score = float(scores[ended_at]) if terms and scores is not None else None
         if flag == FLAG_TERMINAL:
-            kind, bootstrap = SegmentEnd.TERMINAL, None
+            assembler._close(agent, SegmentEnd.TERMINAL, None, score, closed)
         else:
             assert flag == FLAG_TRUNCATED and next_obs is not None
-            kind, bootstrap = SegmentEnd.TRUNCATED, next_obs[truncated_at]
-        if agent not in assembler._open and stop - begin <= assembler.segment_steps:
-            # The whole episode lies in this piece (the common case when episodes are short or
-            # drains long): the segment is a view of the drain's rows, with no open state between.
-            assembler._emit(agent, rows[begin:stop], layout, kind, bootstrap, generation, version, score, reward_sum, closed)
-            continue
-        assembler._append(agent, episode, generation, version, layout, rows, begin, stop, closed, reward_sum, cumulative)
-        assembler._close(agent, kind, bootstrap, score, closed)
+            assembler._close(agent, SegmentEnd.TRUNCATED, next_obs[truncated_at], score, closed)
     return closed
 
 
