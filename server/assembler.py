@@ -66,18 +66,37 @@ class _Layout:
 
 
 class _Open:
-    """One agent's steps not yet handed to the trainer (a plain slotted class: one is made per segment)."""
+    """One agent's steps not yet handed to the trainer; ``steps == 0``: no segment is open.
+
+    Made once per agent and reused for each of its segments. Why: a fresh object, list and
+    float per segment churn Python's free lists, and tracemalloc charges a recycled block to
+    the line that first allocated it. In the L2 soak's leak phase that drift grew by ~130 B a
+    sample here with r 0.99 over 12 samples (RLlib's rule calls that a leak), though the number
+    of open segments never changed. The reward sum is accumulated in place in a float64 array
+    for the same reason: a float object per append was one more recycled block.
+    """
 
     __slots__ = ("chunks", "episode", "generation", "layout", "reward_sum", "steps", "version")
 
-    def __init__(self, episode: int, generation: int, version: int, layout: _Layout) -> None:
+    def __init__(self, layout: _Layout) -> None:
+        self.episode = 0
+        self.generation = 0
+        self.version = 0
+        self.layout = layout
+        self.chunks: list[NDArray[np.float32]] = []
+        self.steps = 0
+        self.reward_sum = np.zeros(1, dtype=np.float64)
+
+    def begin(self, episode: int, generation: int, version: int, layout: _Layout) -> None:
         self.episode = episode
         self.generation = generation
         self.version = version
         self.layout = layout
-        self.chunks: list[NDArray[np.float32]] = []
+
+    def clear(self) -> None:
+        self.chunks.clear()  # the views go: nothing of a closed segment stays alive here
         self.steps = 0
-        self.reward_sum = 0.0
+        self.reward_sum[0] = 0.0
 
 
 class SegmentAssembler:
@@ -122,26 +141,26 @@ class SegmentAssembler:
         """
         whole = (start, stop)
         current = self._open.get(agent)
-        if current is not None and current.episode != episode:
+        if current is None:
+            current = self._open[agent] = _Open(layout)
+        elif current.steps and current.episode != episode:
             # A new episode id without an end flag: the old episode was abandoned; keep it as a cut.
             self._close(agent, SegmentEnd.CUT, None, None, closed)
-            current = None
         while start < stop:
-            if current is None:
-                current = self._open[agent] = _Open(episode, generation, version, layout)
+            if not current.steps:
+                current.begin(episode, generation, version, layout)
             elif current.steps >= self.segment_steps or current.generation != generation:
                 # Cut at the length cap, or where the bot switched to a new generation's weights
                 # (a segment is acted by one generation); the next observation bootstraps the cut.
                 self._close(agent, SegmentEnd.CUT, layout.obs(rows[start]), None, closed)
-                current = None
                 continue
             take = min(stop, start + self.segment_steps - current.steps)
             current.chunks.append(rows[start:take])
             current.steps += take - start
             if (start, take) == whole:
-                current.reward_sum += reward_sum
+                current.reward_sum[0] += reward_sum
             else:
-                current.reward_sum += float(cumulative[take - 1]) - (float(cumulative[start - 1]) if start else 0.0)
+                current.reward_sum[0] += cumulative[take - 1] - (cumulative[start - 1] if start else 0.0)
             if version < current.version:
                 current.version = version
             start = take
@@ -149,13 +168,15 @@ class SegmentAssembler:
     def _close(
         self, agent: int, end: SegmentEnd, next_obs: NDArray[np.float32] | None, score: float | None, closed: list[Segment]
     ) -> None:
-        current = self._open.pop(agent, None)
+        current = self._open.get(agent)
         if current is None or current.steps == 0:
             return
         # One drain's piece is a view (no copy); pieces of several drains are copied together.
         rows = current.chunks[0] if len(current.chunks) == 1 else np.concatenate(current.chunks)
         obs, act, logp, values = current.layout.split(rows)
-        reward_sum = current.reward_sum
+        reward_sum = float(current.reward_sum[0])
+        generation, version = current.generation, current.version
+        current.clear()
         if score is not None:  # segment_rewards adds the round reward to the last step
             reward_sum += min(score, ROUND_SCORE_CAP) / ROUND_SCORE_SCALE
         if end is SegmentEnd.CUT and next_obs is None:
@@ -171,8 +192,8 @@ class SegmentAssembler:
                 logp=logp,
                 end=end,
                 next_obs=None if end is SegmentEnd.TERMINAL else next_obs,
-                generation=current.generation,
-                version=current.version,
+                generation=generation,
+                version=version,
                 reward=None if self.terms else values,
                 terms=values if self.terms else None,
                 score=score,
