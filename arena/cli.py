@@ -442,7 +442,7 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> Non
         type=_positive_int,
         default=None,
         help="'tr' messages each bot may have in flight (default: 8). 32 lets fast bots feed a fast trainer "
-        "~1.3-1.7x more transitions/s (bench/loop.py); when the trainer is the bottleneck, more in flight "
+        "~1.3-1.9x more transitions/s in 64-step frames (bench/loop.py); when the trainer is the bottleneck, more in flight "
         "means more of it dropped oldest-first. See docs/architecture.md, 'Credit window'",
     )
 
