@@ -579,7 +579,7 @@ class TransitionHeader:
                     and (
                         type(next_obs) is bytes and len(next_obs) == 4 * n_truncated * spec.obs_dim
                         if n_truncated
-                        else next_obs is None
+                        else "next_obs" not in m  # present, even as nil, is the checked reader's case
                     )
                 ):
                     if not scalar:

@@ -40,7 +40,7 @@ from typing import Any
 import msgpack
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from websockets.asyncio.client import ClientConnection, connect
@@ -884,6 +884,9 @@ def _header_or_error(read: Callable[[], TransitionHeader]) -> tuple[str, Any]:
 
 
 @D2
+@example(terms=False, flags=[FLAG_TERMINAL], changes={"next_obs": None})  # found by CI: nil is not absent
+@example(terms=True, flags=[FLAG_TERMINAL], changes={"next_obs": None})
+@example(terms=True, flags=[0], changes={"score": None})
 @given(
     terms=st.booleans(),
     flags=st.lists(st.sampled_from([0, 0, 0, FLAG_TERMINAL, FLAG_TRUNCATED, 3]), min_size=1, max_size=6),
