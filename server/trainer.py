@@ -232,7 +232,7 @@ class Trainer:
         networks, optimizers and counters go back.
         """
         state, version = target if target is not None else self._last_good
-        self.agent.rollback(copy.deepcopy(state))
+        self.agent.rollback(copy_state(state))
         highest = self.store.highest_generation() if self.store is not None else self.generation
         self.generation = max(self.generation, highest) + 1
         self.version = version
@@ -249,7 +249,7 @@ class Trainer:
     def _good_state(self) -> tuple[dict[str, Any], int]:
         """The agent's state (without any data buffer) and its version: the rollback target."""
         state = {k: v for k, v in self.agent.state_dict().items() if k != "replay"}
-        return copy.deepcopy(state), self.version
+        return copy_state(state), self.version
 
     def _state_is_finite(self) -> bool:
         def finite(value: Any) -> bool:
@@ -483,6 +483,28 @@ class Trainer:
             self.episode_returns.add(float(value))
         logger.info("resumed from %s: generation %d, version %d", path.name, self.generation, self.version)
         return True
+
+
+def copy_state(value: Any) -> Any:
+    """A deep copy of an agent's state: tensors cloned, containers rebuilt, anything else deep-copied.
+
+    Why not ``copy.deepcopy``: torch's ``Tensor.__deepcopy__`` left small objects behind on every
+    call here (torch 2.13: 300 copies of the PPO agent's state grew ``torch/_tensor.py:234`` by
+    24.6 KiB in 415 blocks; cloning: nothing), and the trainer copies its rollback state every
+    checkpoint interval for as long as it runs. The L2 soak's leak phase flagged that line.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        copied = copy.copy(value)  # keeps the mapping's type and attributes (a state_dict's _metadata)
+        for key, item in value.items():
+            copied[key] = copy_state(item)
+        return copied
+    if isinstance(value, list):
+        return [copy_state(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(copy_state(item) for item in value)
+    return copy.deepcopy(value)
 
 
 def _code_version() -> str:

@@ -308,3 +308,46 @@ async def test_oversized_batches_are_split_by_the_client(aserver):
     while aserver.sessions and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     assert aserver.accounting()["received"] == 2500
+
+
+@pytest.mark.parametrize("kind", ["ppo", "td3"])
+def test_rollback_copy_is_deep_exact_and_keeps_state_dict_types(kind):
+    """The trainer's rollback copy (copy_state, not copy.deepcopy: see its docstring) equals the agent's
+    state value for value and type (a module state_dict stays an OrderedDict with its _metadata), shares
+    no tensor with it, and restores the agent exactly."""
+    import collections
+
+    import torch
+
+    from agents import make_agent
+    from server.trainer import copy_state
+
+    agent = make_agent(kind, 3, 2)
+    state = {k: v for k, v in agent.state_dict().items() if k != "replay"}
+    copied = copy_state(state)
+
+    def same(a, b):
+        assert type(a) is type(b)
+        if isinstance(a, torch.Tensor):
+            assert torch.equal(a, b) and a.dtype == b.dtype and a.data_ptr() != b.data_ptr()
+        elif isinstance(a, dict):
+            assert list(a) == list(b) and getattr(a, "_metadata", None) == getattr(b, "_metadata", None)
+            for key in a:
+                same(a[key], b[key])
+        elif isinstance(a, list | tuple):
+            assert len(a) == len(b)
+            for x, y in zip(a, b, strict=True):
+                same(x, y)
+        else:
+            assert a == b or (a != a and b != b)  # NaN equals NaN here
+
+    same(state, copied)
+    assert any(isinstance(v, collections.OrderedDict) and hasattr(v, "_metadata") for v in copied.values())
+    with torch.no_grad():
+        for value in agent.state_dict().values():
+            if isinstance(value, dict):
+                for tensor in value.values():
+                    if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
+                        tensor.add_(1.0)  # the live state moves on; the copy must not
+    agent.rollback(copy_state(copied))
+    same({k: v for k, v in agent.state_dict().items() if k != "replay"}, copied)
