@@ -16,9 +16,38 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
-__all__ = ["Critic", "GaussianActor", "check_same_shapes", "linear_arrays", "mlp"]
+__all__ = ["Critic", "FastTanh", "GaussianActor", "check_same_shapes", "linear_arrays", "mlp"]
 
-_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+class _TanhBySigmoid(torch.autograd.Function):
+    """tanh(x) computed as 2 sigmoid(2x) - 1, with tanh's own backward, 1 - y^2."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return torch.ops.aten.tanh_backward(grad, y)
+
+
+class FastTanh(nn.Module):
+    """``nn.Tanh``, the same function to float32 rounding (|diff| < 2e-7), ~4x cheaper on the CPU.
+
+    Why: on this machine's torch CPU build ``torch.tanh`` ran ~345 us on a 2048 x 64 minibatch
+    activation against ~60 us for ``torch.sigmoid``; with its backward, tanh was 42% of a PPO
+    minibatch step (torch.profiler, bench/learner.py). The bots' numpy ``Policy`` keeps ``np.tanh``:
+    the two agree to float32 rounding, far below anything a log-prob ratio notices.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return _TanhBySigmoid.apply(x)  # type: ignore[no-any-return]
+
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": FastTanh, "relu": nn.ReLU}
 
 
 def mlp(sizes: tuple[int, ...], activation: str, head_gain: float) -> nn.Sequential:

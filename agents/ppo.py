@@ -69,6 +69,13 @@ class PPOConfig:
     log_std_max: float = 0.0
     rollout_steps: int = 2048
     """Steps gathered before each update."""
+    proximal_anchor: bool = False
+    """Clip the ratio against the policy each update starts from, not the bots' (decoupled PPO): see
+    :meth:`PPOAgent._anchor_at_current_policy`. For data acted a version or two behind the learner."""
+    advantage_norm: str = "rollout"
+    """Where advantages are normalized: ``"rollout"`` (once per update, the seed's guards) or
+    ``"minibatch"`` (again in each minibatch, as Stable-Baselines3 and CleanRL do; the rollout's
+    non-finite guard still runs first, and a minibatch of near-constant advantages is centered only)."""
     max_policy_lag: int | None = 32
     """Segments acted by a policy more than this many versions behind are dropped (on-policy)."""
     cuda_graph: bool = True
@@ -87,6 +94,8 @@ class PPOConfig:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.hidden or not all(h >= 1 for h in self.hidden):
             problems.append(f"hidden must list positive widths, got {self.hidden}")
+        if self.advantage_norm not in ("rollout", "minibatch"):
+            problems.append(f"advantage_norm must be 'rollout' or 'minibatch', got {self.advantage_norm!r}")
         if self.activation not in ("tanh", "relu"):
             problems.append(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
         if not 0.0 < self.gamma <= 1.0:
@@ -114,6 +123,17 @@ class PPOConfig:
                 f"minibatch_size {self.minibatch_size} > rollout_steps {self.rollout_steps}: one minibatch per epoch",
                 stacklevel=2,
             )
+
+
+def _renormalize(adv: Tensor) -> Tensor:
+    """One minibatch's advantages normalized with the seed's variance guard, branch-free (CUDA graphs).
+
+    Below a variance of 1e-8 they are only centered: dividing float32 noise by its own tiny
+    std amplified it 1e4x in the seed trainer (see ``agents.common.normalize_advantages``).
+    """
+    centered = adv - adv.mean()
+    var = centered.pow(2).mean()
+    return torch.where(var < 1e-8, centered, centered * torch.rsqrt(var + 1e-8))
 
 
 class PPOAgent:
@@ -193,11 +213,18 @@ class PPOAgent:
         return self._held
 
     def _take_rollout(self) -> list[Segment]:
+        """The oldest ``rollout_steps`` steps held (all of them, if fewer), splitting the segment that crosses the end."""
         taken = steps = 0
         while taken < len(self._segments) and steps < self.config.rollout_steps:
             steps += self._segments[taken].steps
             taken += 1
         rollout, self._segments = self._segments[:taken], self._segments[taken:]
+        excess = steps - self.config.rollout_steps
+        if excess > 0:
+            head, tail = rollout[-1].split(rollout[-1].steps - excess)
+            rollout[-1] = head
+            self._segments.insert(0, tail)
+            steps -= excess
         self._held -= steps
         return rollout
 
@@ -236,6 +263,8 @@ class PPOAgent:
         norm_adv, adv_branch = normalize_advantages(advantages)
         adv_t = torch.from_numpy(norm_adv).to(dev)
         ret_t = torch.from_numpy(returns.astype(np.float32)).to(dev)
+        if cfg.proximal_anchor:
+            old_logp, adv_t = self._anchor_at_current_policy(obs, actions, old_logp, adv_t)
 
         n = len(obs)
         stats: dict[str, float] = {
@@ -246,8 +275,10 @@ class PPOAgent:
             "clip_fraction": 0.0,
             "grad_norm": 0.0,
         }
+        # One matrix, so a minibatch is one gather (not five): the five took ~7% of a step on the CPU.
+        rollout = torch.cat([obs, actions, old_logp[:, None], adv_t[:, None], ret_t[:, None]], dim=1)
         if self.use_graph:
-            done_minibatches, skipped = self._branchless_minibatches(obs, actions, old_logp, adv_t, ret_t, stats)
+            done_minibatches, skipped = self._branchless_minibatches(rollout, stats)
         else:
             done_minibatches = skipped = 0
             params = [*self.actor.parameters(), *self.critic.parameters()]
@@ -255,7 +286,7 @@ class PPOAgent:
                 order = torch.randperm(n, generator=self.generator).to(dev)
                 for start in range(0, n, cfg.minibatch_size):
                     idx = order[start : start + cfg.minibatch_size]
-                    mb = self._minibatch_loss(obs[idx], actions[idx], old_logp[idx], adv_t[idx], ret_t[idx])
+                    mb = self._minibatch_loss(*self._columns(rollout.index_select(0, idx)))
                     self.optimizer.zero_grad(set_to_none=True)
                     mb["loss"].backward()  # type: ignore[no-untyped-call]
                     self._gate_log_std_floor()
@@ -296,8 +327,31 @@ class PPOAgent:
         )
         return metrics
 
+    def _anchor_at_current_policy(
+        self, obs: Tensor, actions: Tensor, behaviour_logp: Tensor, adv: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Decoupled PPO: clip against the policy this update starts from, weight by how likely it finds the data.
+
+        Bots act while the trainer trains, so a rollout was acted by a policy one or two versions
+        behind the one being updated. The clipped surrogate then bounds pi / mu (mu: the bots'
+        policy), and a step's worth of that trust region is spent before the update begins. Here
+        the ratio is pi / pi_prox, with pi_prox the current policy, and each sample's advantage is
+        weighted by min(1, pi_prox / mu) (V-trace's rho-bar = 1), the importance weight that makes
+        it an estimate under pi_prox. A weight w >= 0 on the advantage is the same as on the whole
+        clipped term: w * min(r A, clip(r) A) = min(r wA, clip(r) wA). With no lag, pi_prox = mu
+        and this is plain PPO. Hilton et al. 2021, https://arxiv.org/abs/2110.00641.
+
+        A non-finite behaviour log-prob makes its weight non-finite, so the minibatch guard still skips it.
+        """
+        with torch.no_grad():
+            proximal = self.actor.log_prob(obs, actions)[0]
+            weight = (proximal - behaviour_logp).clamp(max=0.0).exp()
+        return proximal, adv * weight
+
     def _minibatch_loss(self, obs: Tensor, actions: Tensor, old_logp: Tensor, adv: Tensor, ret: Tensor) -> dict[str, Tensor]:
         cfg = self.config
+        if cfg.advantage_norm == "minibatch":
+            adv = _renormalize(adv)
         new_logp, log_std = self.actor.log_prob(obs, actions)
         log_ratio = (new_logp - old_logp).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
         ratio = log_ratio.exp()
@@ -338,9 +392,7 @@ class PPOAgent:
 
     # ── the device-side (CUDA-graph) minibatch path ──────────────────────────
 
-    def _branchless_minibatches(
-        self, obs: Tensor, actions: Tensor, old_logp: Tensor, adv: Tensor, ret: Tensor, stats: dict[str, float]
-    ) -> tuple[int, int]:
+    def _branchless_minibatches(self, rollout: Tensor, stats: dict[str, float]) -> tuple[int, int]:
         """The eager loop's epochs of minibatches, each step run by :meth:`_guarded_step`.
 
         Same shuffles (the same CPU generator, drawn in the same order), same minibatches,
@@ -349,9 +401,7 @@ class PPOAgent:
         read back from the device once for the whole update.
         """
         cfg = self.config
-        n = len(obs)
-        # One matrix, so a minibatch is one gather into the graph's static input, not five.
-        rollout = torch.cat([obs, actions, old_logp[:, None], adv[:, None], ret[:, None]], dim=1)
+        n = len(rollout)
         self._totals.zero_()
         for _epoch in range(cfg.epochs):
             order = torch.randperm(n, generator=self.generator).to(self.device)

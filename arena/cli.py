@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .defaults import MINIBATCHES, STEPS_PER_AGENT, TANK_MATCHES, TANK_SEGMENT_STEPS, choose_layout, tank_ppo_options
+
 __all__ = ["main"]
 
 GAMES = ("tank", "reach")
@@ -102,14 +104,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="scripted opponent (sitting, spinner, walker, tracker) or a Tank Royale bot directory (royale:PATH, one bot "
         "process per match, see docs/royale.md); repeat for a mix spread over the matches (default: sitting)",
     )
-    train.add_argument("--matches", type=_positive_int, default=16, help="parallel matches per learning bot (default: 16)")
-    train.add_argument("--bots", type=_positive_int, default=1, help="learning bot connections, one thread each (default: 1)")
+    train.add_argument(
+        "--matches",
+        type=_positive_int,
+        default=None,
+        help=f"parallel matches per learning bot (default: {TANK_MATCHES}; reach: 16); PPO's rollout is "
+        f"matches x bots x {STEPS_PER_AGENT} steps, in {MINIBATCHES} minibatches",
+    )
+    train.add_argument(
+        "--bots",
+        type=_positive_int,
+        default=None,
+        help="learning bot connections as threads of this process (default: see --workers)",
+    )
     train.add_argument(
         "--workers",
         type=int,
-        default=0,
-        help="run N learning bots in worker processes instead of --bots threads (tank only; default: 0 = threads); "
-        "--workers 1 trained 1.6x faster than a thread on 2 cores, see docs/arena.md",
+        default=None,
+        help="run N learning bots in worker processes (tank only). Default: 1 worker process with 2+ cores, "
+        "else 1 bot thread (summary.json says which and why); --workers 0 forces threads. See docs/arena.md",
     )
     budget = train.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=_positive_float, default=None, help="wall-clock budget (default: 5; reach: 1)")
@@ -247,7 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=SCRIPTED_NAMES,
         help="scripted opponent; repeat for a mix spread over the matches (default: sitting)",
     )
-    worker.add_argument("--matches", type=_positive_int, default=16, help="parallel matches (default: 16)")
+    worker.add_argument(
+        "--matches", type=_positive_int, default=TANK_MATCHES, help=f"parallel matches (default: {TANK_MATCHES})"
+    )
     worker.add_argument(
         "--seed", type=int, default=None, help="seed of the games and the exploration (default: a random one, printed)"
     )
@@ -273,6 +288,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--obs-dim", type=_positive_int, default=None, help="observation size bots must declare (default: tank's)"
     )
     serve.add_argument("--act-dim", type=_positive_int, default=None, help="action size bots must declare (default: tank's)")
+    serve.add_argument(
+        "--agents",
+        type=_positive_int,
+        default=TANK_MATCHES,
+        help=f"PPO at the tank's sizes: agents the bots will bring in all, which sizes the rollout (agents x "
+        f"{STEPS_PER_AGENT} steps, as arena train) (default: {TANK_MATCHES}, one 'arena worker')",
+    )
     serve.add_argument("--out", type=Path, default=Path("runs/serve"), help="checkpoints and metrics (default: runs/serve)")
     serve.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
     serve.add_argument("--seed", type=int, default=0, help="seed for the agent")
@@ -344,18 +366,6 @@ def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-TANK_PPO_DEFAULTS: dict[str, Any] = {"minibatch_size": 256}
-"""PPO settings of ``arena train`` on the tank arena (``--agent-option`` overrides them).
-
-Minibatches of 256 instead of PPOConfig's 64: an update of a 2048-step rollout takes ~0.1 s
-instead of ~0.3 s on one core, and a 10-minute run against ``tracker`` was bound by the
-update (96% of the trainer's time): it took 2x the samples (4.3k -> 8.8k transitions/s) and
-won 97.5% against tracker where minibatches of 64 won 52-81.5% (docs/arena.md, "Learning results").
-An entropy bonus of 0.001 was tried too and is not a default: one seed won 96% against ``sitting``,
-the other 4%.
-"""
-
-
 def _parse_agent_options(agent: str, pairs: Sequence[str]) -> dict[str, Any]:
     """``NAME=VALUE`` strings → config overrides, typed after the config field they name."""
     import dataclasses
@@ -407,8 +417,9 @@ def _agent_options(args: argparse.Namespace) -> dict[str, Any]:
     if kind not in ("cpu", "cuda"):
         raise ValueError(f"--device {device}: only cpu and cuda are supported")
     options: dict[str, Any] = {"seed": args.seed, "device": device}
-    if args.agent == "ppo" and getattr(args, "game", None) == "tank":
-        options.update(TANK_PPO_DEFAULTS)
+    tank_agents = getattr(args, "tank_agents", None)
+    if args.agent == "ppo" and tank_agents is not None:
+        options.update(tank_ppo_options(tank_agents))
     options.update(_parse_agent_options(args.agent, args.agent_option))
     if args.agent in ("ddpg", "td3"):
         options["save_replay"] = bool(args.save_replay)
@@ -437,6 +448,13 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> Non
         f"(default: {'0' if dashboard_default == 0 else '-1'}); it uses --token like the bots",
     )
     parser.add_argument("--dashboard-host", default=None, help="dashboard bind address (default: --host)")
+    parser.add_argument(
+        "--torch-threads",
+        type=_positive_int,
+        default=None,
+        help="torch threads of the trainer (default: usable cores - 1, at least 1: the other core runs the "
+        "event loop or the learning bot; see docs/architecture.md, 'Cores')",
+    )
     parser.add_argument(
         "--credit-window",
         type=_positive_int,
@@ -533,7 +551,10 @@ def _make_server(args: argparse.Namespace, obs_dim: int, act_dim: int, log: Call
         make_agent(args.agent, obs_dim, act_dim, **_agent_options(args)),
         _server_config(args),
         TrainerConfig(
-            checkpoint_dir=args.out / "checkpoints", checkpoint_interval=args.checkpoint_interval, resume=args.resume
+            checkpoint_dir=args.out / "checkpoints",
+            checkpoint_interval=args.checkpoint_interval,
+            resume=args.resume,
+            torch_threads=args.torch_threads,
         ),
         update_hook=log,
         dashboard=_dashboard_config(args),
@@ -571,14 +592,16 @@ def _server_config(args: argparse.Namespace) -> Any:
     for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
         if path is not None and not path.is_file():
             raise FileNotFoundError(f"{flag} {path}: no such file")
-    window = {"credit_window": args.credit_window} if getattr(args, "credit_window", None) else {}
+    extra: dict[str, Any] = {"credit_window": args.credit_window} if getattr(args, "credit_window", None) else {}
+    if getattr(args, "tank_agents", None) is not None and args.agent == "ppo":
+        extra["segment_steps"] = TANK_SEGMENT_STEPS
     config = ServerConfig(
         host=args.host,
         port=args.port,
         token=args.token,
         tls_cert=str(cert) if cert else None,
         tls_key=str(key) if key else None,
-        **window,
+        **extra,
     )  # validated first: a refused config is one line, with no warning before it
     if cert is None and not is_loopback(args.host):
         logging.getLogger("arena").warning(
@@ -627,13 +650,17 @@ def _train(args: argparse.Namespace) -> int:
     tank = args.game == "tank"
     if not tank and (args.opponent or args.rounds or args.workers):
         raise ValueError("--opponent, --rounds and --workers apply to --game tank only")
-    if args.workers < 0:
-        raise ValueError(f"--workers must be >= 0, got {args.workers}")
     if args.eval_rounds < 0:
         raise ValueError(f"--eval-rounds must be >= 0, got {args.eval_rounds}")
     opponents = args.opponent or ["sitting"]
-    if args.workers and any(o.startswith("royale:") for o in opponents):
+    royale = any(o.startswith("royale:") for o in opponents)
+    if args.workers and royale:
         raise ValueError("royale:PATH opponents play with --bots (threads of this process), not --workers")
+    layout = choose_layout(args.workers, args.bots, threads_only=royale or not tank)
+    args.workers, args.bots = layout.workers, layout.bots
+    if args.matches is None:
+        args.matches = TANK_MATCHES if tank else 16
+    args.tank_agents = args.matches * (args.workers or args.bots) if tank else None  # sizes PPO's rollout
     rules = TankRules(max_ticks=args.ticks_per_round)
     minutes = args.minutes
     if minutes is None and args.rounds is None and args.steps is None:
@@ -701,7 +728,10 @@ def _train(args: argparse.Namespace) -> int:
     what = f"vs {', '.join(opponents)}" if tank else "on 'reach'"
     n_bots = args.workers or args.bots
     where = "worker process(es)" if args.workers else "bot thread(s)"
-    print(f"arena train: {args.agent} {what}, {n_bots} {where} x {args.matches} matches, output in {args.out}", flush=True)
+    print(
+        f"arena train: {args.agent} {what}, {n_bots} {where} x {args.matches} matches ({layout.reason}), output in {args.out}",
+        flush=True,
+    )
     running = ServerThread(server).start()
     _announce_dashboard(server, args.token)
     interrupted = False
@@ -745,6 +775,7 @@ def _train(args: argparse.Namespace) -> int:
         if pool is not None:
             pool.close(rounds_log)
             errors.extend(RuntimeError(f"worker exited with code {code}") for code in pool.failed())
+        trainer_cpu = server.trainer.cpu_seconds()  # read while its thread lives
         running.stop()  # bots get 1001, the trainer joins, the final checkpoint is written
         if log.tensorboard is not None:
             log.tensorboard.close()
@@ -754,6 +785,8 @@ def _train(args: argparse.Namespace) -> int:
     elif errors:
         print(f"arena train: a bot failed: {errors[0]!r}", file=sys.stderr)
     summary = _summarize(args, server, time.monotonic() - started, rounds_log if tank else None, reach_games, opponents)
+    summary["layout"] = layout.as_dict()
+    summary["throughput"] = _throughput(server, rounds_log if tank else None, pool, trainer_cpu)
     evaluation = None if interrupted or args.no_report or not tank else _evaluate(args)
     if evaluation is not None:
         summary["evaluation"] = evaluation
@@ -832,6 +865,10 @@ def _summarize(
                 "win_rate_last_100": round(rounds_log.win_rate_last_100, 3) if rounds_log.rounds else None,
                 "win_rate_first_100": round(sum(won[:100]) / len(won[:100]), 3) if won else None,
                 "ticks": rounds_log.ticks,
+                # Time to a skill, counted from the first environment step (not from the start-up).
+                "win_rate_100_after": None
+                if rounds_log.perfect_at is None
+                else {"seconds": round(rounds_log.perfect_at[0], 2), "steps": rounds_log.perfect_at[1]},
             }
         )
     else:
@@ -844,6 +881,36 @@ def _summarize(
             }
         )
     return summary
+
+
+def _throughput(server: Any, rounds_log: Any, pool: Any, trainer_cpu: float) -> dict[str, Any]:
+    """Where a run's time went: rates from the first environment step, the learner's and the bots' cost per step.
+
+    ``bench/throughput.py`` reads these; every figure is also meaningful to a user comparing two runs.
+    """
+    trainer = server.trainer
+    first = rounds_log.first_tick_at if rounds_log is not None else None
+    played = time.monotonic() - first if first is not None else None
+    trained = trainer.steps_trained
+    figures: dict[str, Any] = {
+        "seconds_from_first_step": round(played, 2) if played else None,
+        "trained_steps_per_s": round(trained / played) if played else None,
+        "received_steps_per_s": round(server.metrics.counter("transitions_received") / played) if played else None,
+        "update_seconds_total": round(trainer.update_seconds_total, 2),
+        "update_time_share": round(trainer.update_seconds_total / played, 3) if played else None,
+        "minibatch_ms": round(1e3 * trainer.update_seconds_total / trainer.gradient_steps_total, 2)
+        if trainer.gradient_steps_total
+        else None,
+        "trainer_cpu_us_per_step": round(1e6 * trainer_cpu / trained, 2) if trained else None,
+        "dropped_by_reason": {k: int(v) for k, v in server.metrics.by_label("transitions_dropped", "reason").items()},
+    }
+    with contextlib.suppress(RuntimeError):  # the window changed size under us: leave the lag out
+        lag = server.lag.percentiles()
+        figures["loop_lag_p99_ms"] = round(lag["p99"] * 1e3, 2)
+        figures["loop_lag_max_ms"] = round(lag["max"] * 1e3, 2)
+    if pool is not None and rounds_log is not None and rounds_log.ticks:
+        figures["bot_cpu_us_per_step"] = round(1e6 * sum(pool.cpu_seconds) / rounds_log.ticks, 2)
+    return figures
 
 
 class _Progress:
@@ -1171,6 +1238,7 @@ def _serve(args: argparse.Namespace) -> int:
     from .tank.engine import ACT_DIM, OBS_DIM
 
     obs_dim, act_dim = args.obs_dim or OBS_DIM, args.act_dim or ACT_DIM
+    args.tank_agents = args.agents if (obs_dim, act_dim) == (OBS_DIM, ACT_DIM) else None  # the tank's PPO defaults
     log = _MetricsLog(args.out / "metrics.jsonl", time.monotonic())
     server = _make_server(args, obs_dim, act_dim, log)
     log.dashboard = server.dashboard
@@ -1185,8 +1253,12 @@ def _serve(args: argparse.Namespace) -> int:
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stopping.set)
         async with server:
+            shape = ""
+            if args.agent == "ppo":
+                cfg = server.trainer.agent.config
+                shape = f", rollout {cfg.rollout_steps:,} steps in minibatches of {cfg.minibatch_size:,}"
             print(
-                f"arena serve: {args.agent} listening on {server.url} (obs {obs_dim}, act {act_dim}); "
+                f"arena serve: {args.agent} listening on {server.url} (obs {obs_dim}, act {act_dim}{shape}); "
                 f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops",
                 flush=True,
             )

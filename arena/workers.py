@@ -31,6 +31,7 @@ def _worker_main(
     name: str,
     stop: Any,
     reports: Any,
+    index: int = 0,
 ) -> None:
     from .play import play_learning_bot
     from .tank.engine import TankRules
@@ -38,13 +39,19 @@ def _worker_main(
     pending: list[tuple[bool, float, str]] = []
     ticks = 0
     last = time.monotonic()
+    cpu_at_first_tick: float | None = None  # start-up (imports, connect) is not the bot's cost per tick
+
+    def cpu() -> float:
+        return time.process_time() - (cpu_at_first_tick or time.process_time())
 
     def report(results: list[tuple[bool, float, str]], step_ticks: int) -> None:
-        nonlocal ticks, last
+        nonlocal ticks, last, cpu_at_first_tick
+        if cpu_at_first_tick is None:
+            cpu_at_first_tick = time.process_time()
         pending.extend(results)
         ticks += step_ticks
         if time.monotonic() - last >= REPORT_EVERY:
-            reports.put((list(pending), ticks))
+            reports.put((index, list(pending), ticks, cpu()))
             pending.clear()
             ticks, last = 0, time.monotonic()
 
@@ -63,7 +70,7 @@ def _worker_main(
     except KeyboardInterrupt:
         pass  # the parent handles Ctrl-C and stops us through the event
     finally:
-        reports.put((list(pending), ticks))
+        reports.put((index, list(pending), ticks, cpu()))
 
 
 class WorkerPool:
@@ -78,12 +85,14 @@ class WorkerPool:
         self.processes = [
             context.Process(
                 target=_worker_main,
-                args=(url, opponents, n_matches, max_ticks, token, seed * 1000 + i, f"tank{i}", self.stop, self.reports),
+                args=(url, opponents, n_matches, max_ticks, token, seed * 1000 + i, f"tank{i}", self.stop, self.reports, i),
                 name=f"arena-worker-{i}",
                 daemon=True,
             )
             for i in range(n)
         ]
+        self.cpu_seconds = [0.0] * n
+        """Each worker's CPU seconds (all its threads) since its first tick, as of its latest report."""
 
     def start(self) -> None:
         for process in self.processes:
@@ -100,9 +109,10 @@ class WorkerPool:
         """Move every report received so far into ``log`` (non-blocking)."""
         while True:
             try:
-                results, ticks = self.reports.get_nowait()
+                index, results, ticks, cpu_seconds = self.reports.get_nowait()
             except queue.Empty:
                 return
+            self.cpu_seconds[index] = cpu_seconds
             log.add(results, ticks)
 
     def close(self, log: MatchLog, timeout: float = 30.0) -> None:

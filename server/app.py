@@ -97,7 +97,8 @@ class TrainingServer:
         if queue_bytes is None:
             step_bytes = 4 * (2 * self.obs_dim + self.act_dim + 8)  # obs, act, logp, reward, ids, share of bootstrap rows
             queue_bytes = max(64 << 10, 4 * agent.update_steps * step_bytes)
-        self.queue = TransitionQueue(queue_bytes, on_dropped=self._count_queue_drop)
+        credit_steps = queued_updates(agent) * agent.update_steps if agent.max_policy_lag is not None else None
+        self.queue = TransitionQueue(queue_bytes, on_dropped=self._count_queue_drop, credit_steps=credit_steps)
         self.trainer = Trainer(
             agent,
             self.queue,
@@ -540,8 +541,8 @@ class TrainingServer:
                 return False
         # Credit goes back before the values are checked: the frames are in memory already,
         # and the bot's next frames travel while this group is checked and queued.
-        incoming = sum(header.nbytes for header in group)
-        return await self._grant(session, incoming) and await self._on_group(connection, session, group)
+        incoming, steps = sum(header.nbytes for header in group), sum(header.n for header in group)
+        return await self._grant(session, incoming, steps) and await self._on_group(connection, session, group)
 
     async def _on_frame(self, connection: ServerConnection, session: BotSession, frame: bytes) -> bool:
         """Handle one frame after the handshake; False when the connection must end."""
@@ -657,13 +658,13 @@ class TrainingServer:
             start = end
         return batches
 
-    async def _grant(self, session: BotSession, incoming: int = 0) -> bool:
+    async def _grant(self, session: BotSession, incoming: int = 0, incoming_steps: int = 0) -> bool:
         """Return owed credit now, unless the queue is full: then the trainer's next drain does.
 
         ``incoming``: bytes of frames already received and about to be queued; credit is granted
         before they are checked, so they count as queued (a group that fills the queue earns none).
         """
-        if self.queue.nbytes + incoming >= self.queue.high_water:
+        if self.queue.at_high_water(incoming, incoming_steps):
             session.withheld = session.owed > 0
             return True
         credit = session.take_owed()
@@ -775,6 +776,18 @@ class TrainingServer:
         self.queue.put(session.arrival(None))  # the trainer closes its open segments as cuts
         self.metrics.inc("bots_disconnected")
         session.log.info("disconnected after %d steps", session.steps_accepted)
+
+
+def queued_updates(agent: Agent) -> int:
+    """Updates' worth of steps an on-policy agent's queue holds before credit is withheld.
+
+    One: bots collect the next rollout while the trainer trains on this one, so a rollout is
+    trained about one version after it was acted. A deeper queue only ages the data: bounded
+    by bytes alone (two updates' worth to the high-water mark), 32k-step rollouts kept 108k
+    steps queued and trained every rollout 4-6 versions late. Off-policy agents keep the byte
+    bound only: a replay buffer takes any policy's data.
+    """
+    return 1
 
 
 def _unsent_bytes(transport: Any, sock: Any) -> int:

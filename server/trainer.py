@@ -115,6 +115,10 @@ class Trainer:
         self.version = 0
         self.updates = 0
         self.steps_trained = 0
+        self.update_seconds_total = 0.0
+        """Wall time spent inside ``agent.update`` (the trainer's busy share of a run)."""
+        self.gradient_steps_total = 0
+        """Minibatch steps taken or skipped, over all updates (``update_seconds_total`` / this: time per minibatch)."""
         self.store = CheckpointStore(config.checkpoint_dir, config.keep_checkpoints) if config.checkpoint_dir else None
         self.heartbeat = time.monotonic()
         self.last_metrics: dict[str, float] = {}
@@ -371,6 +375,8 @@ class Trainer:
             self.metrics.inc("transitions_trained", trained)
         self.updates += 1
         self.steps_trained += trained
+        self.update_seconds_total += elapsed
+        self.gradient_steps_total += int(stats.get("train/applied_steps", 0) + stats.get("train/skipped_steps", 0))
         self.metrics.inc("updates")
         self.metrics.set("update_seconds", elapsed)
         for key, value in stats.items():

@@ -55,10 +55,19 @@ class TransitionQueue:
     are never dropped.
     """
 
-    def __init__(self, max_bytes: int, on_dropped: Callable[[Arrival], None] | None = None) -> None:
+    def __init__(
+        self, max_bytes: int, on_dropped: Callable[[Arrival], None] | None = None, credit_steps: int | None = None
+    ) -> None:
         if max_bytes < 1:
             raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+        if credit_steps is not None and credit_steps < 1:
+            raise ValueError(f"credit_steps must be >= 1 or None, got {credit_steps}")
         self.max_bytes = max_bytes
+        self.credit_steps = credit_steps
+        """Steps at which credit is withheld too, whatever their bytes (``None``: bytes only).
+
+        An on-policy learner's queue is a staleness bound before it is a memory bound: every
+        rollout's worth queued beyond the one being collected is trained a version later."""
         self._on_dropped = on_dropped
         self._arrivals_lock = threading.Lock()  # guards _arrivals, _bytes and _steps, nothing else
         self._arrivals: deque[Arrival] = deque()
@@ -84,7 +93,14 @@ class TransitionQueue:
     @property
     def full(self) -> bool:
         """At or above the high-water mark: time to withhold credit."""
-        return self._bytes >= self.high_water
+        return self.at_high_water()
+
+    def at_high_water(self, incoming_bytes: int = 0, incoming_steps: int = 0) -> bool:
+        """Whether the queue, plus frames already received and about to be put, reaches the high-water mark
+        (half of ``max_bytes``, or ``credit_steps`` steps)."""
+        if self._bytes + incoming_bytes >= self.high_water:
+            return True
+        return self.credit_steps is not None and self._steps + incoming_steps >= self.credit_steps
 
     def put(self, arrival: Arrival) -> bool:
         """Append one arrival (never blocks); returns True while below the high-water mark."""
@@ -95,7 +111,7 @@ class TransitionQueue:
             self._steps += arrival.steps
             if self._bytes > self.max_bytes:
                 dropped = self._trim()
-            room = self._bytes < self.high_water
+            room = not self.at_high_water()
             self._nonempty.set()
         if self._on_dropped is not None:
             for old in dropped:  # callbacks run outside the lock

@@ -142,6 +142,7 @@ def minibatch_inputs(agent: PPOAgent, n: int = 32, seed: int = 0):
         ("log_std_min", 0.0),
         ("log_std_min", math.nan),
         ("max_policy_lag", -1),
+        ("advantage_norm", "none"),
     ],
 )
 def test_config_refuses_bad_values(field, value):
@@ -580,3 +581,89 @@ def test_load_state_dict_refuses_another_algorithm():
     state["algo"] = "td3"
     with pytest.raises(ValueError, match="td3"):
         PPOAgent(config()).load_state_dict(state)
+
+
+# ── options for rollouts acted while the trainer trains ─────────────────────
+
+
+def test_proximal_anchor_without_lag_is_plain_ppo():
+    """Data acted by the very policy being updated: weights 1 and the same anchor, so the same update."""
+    plain, anchored = PPOAgent(config()), PPOAgent(config(proximal_anchor=True))
+    segments = make_segments(plain)
+    plain.observe(segments)
+    anchored.observe(segments)
+    plain.update()
+    anchored.update()
+    for a, b in zip(snapshot(plain), snapshot(anchored), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_proximal_anchor_clips_against_the_current_policy_not_the_bots():
+    """Behaviour log-probs 1 below the current ones (data a few versions old): plain PPO sees every ratio
+    at e^1, far outside the clip range, and learns nothing from the policy term; anchored, the ratios
+    start at 1 and the update clips no more than on fresh data."""
+    fresh_agent = PPOAgent(config(proximal_anchor=True))
+    segments = make_segments(fresh_agent)
+    stale = [replace_column(s, logp=s.logp - 1.0) for s in segments]
+    plain, anchored = PPOAgent(config()), PPOAgent(config(proximal_anchor=True))
+    fresh_agent.observe(segments)
+    plain.observe(stale)
+    anchored.observe(stale)
+    fresh, plain_m, anchored_m = fresh_agent.update(), plain.update(), anchored.update()
+    assert plain_m["train/clip_fraction"] > 0.99
+    assert anchored_m["train/clip_fraction"] == pytest.approx(fresh["train/clip_fraction"], abs=1e-6)
+    assert anchored_m["train/approx_kl"] == pytest.approx(fresh["train/approx_kl"], abs=1e-6)
+
+
+def test_proximal_anchor_keeps_the_nan_guard():
+    """A NaN behaviour log-prob poisons its weight, so its minibatches are skipped as before."""
+    agent = PPOAgent(config(proximal_anchor=True))
+    segments = [replace_column(s, logp=np.full(s.steps, np.nan, np.float32)) for s in make_segments(agent)]
+    agent.observe(segments)
+    before = snapshot(agent)
+    metrics = agent.update()
+    assert metrics["train/skipped_minibatches"] == 6.0 and metrics["train/minibatches"] == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(before, snapshot(agent), strict=True))
+
+
+def test_minibatch_advantage_normalization_centers_each_minibatch():
+    from agents.ppo import _renormalize
+
+    adv = torch.tensor([1.0, 2.0, 3.0, 10.0])
+    out = _renormalize(adv)
+    assert float(out.mean()) == pytest.approx(0.0, abs=1e-6) and float(out.pow(2).mean()) == pytest.approx(1.0, rel=1e-4)
+    constant = _renormalize(torch.full((8,), 5.0))  # near-zero variance: centered only (the seed's guard)
+    assert torch.equal(constant, torch.zeros(8))
+
+
+def test_minibatch_advantage_normalization_trains_and_stays_finite():
+    agent = PPOAgent(config(advantage_norm="minibatch"))
+    agent.observe(make_segments(agent))
+    metrics = agent.update()
+    assert metrics["train/minibatches"] == 6.0 and all(math.isfinite(v) for v in metrics.values())
+
+
+def test_update_takes_exactly_its_rollout_and_keeps_the_rest_of_a_split_segment():
+    """Segments of 40, 30 and 26 steps with a 50-step rollout: the update trains 50 (two minibatches of 25,
+    not a third of leftovers); the second segment's last 20 steps wait for the next update."""
+    agent = PPOAgent(config(rollout_steps=50, minibatch_size=25))
+    segments = make_segments(agent)
+    agent.observe(segments)
+    metrics = agent.update()
+    assert metrics["train/steps_trained"] == 50.0 and metrics["train/minibatches"] == 2 * 2
+    assert agent.pending_steps == 46 and agent.ready() is False
+    tail = agent._segments[0]
+    np.testing.assert_array_equal(tail.obs, segments[1].obs[10:])
+    assert tail.end is segments[1].end and tail.version == segments[1].version
+
+
+def test_segment_split_cuts_the_head_and_keeps_the_end_with_the_tail():
+    segment = make_segments(PPOAgent(config()))[0]  # a terminal one
+    head, tail = segment.split(15)
+    assert (head.steps, tail.steps) == (15, segment.steps - 15)
+    assert head.end is SegmentEnd.CUT and np.array_equal(head.next_obs, segment.obs[15])
+    assert tail.end is segment.end and tail.next_obs is segment.next_obs
+    np.testing.assert_array_equal(np.concatenate([head.reward, tail.reward]), segment.reward)
+    for bad in (0, segment.steps):
+        with pytest.raises(ValueError, match="split point"):
+            segment.split(bad)

@@ -1,0 +1,126 @@
+"""``arena train``'s defaults on the tank arena, in one place, each with the measurement behind it.
+
+PPOConfig's own defaults are the seed trainer's (a 2,048-step rollout, minibatches of 64) and stay
+available through ``--agent-option``; these are what the tank arena runs with unless told otherwise.
+The sweep and the ablation behind them are in docs/arena.md ("Choosing the defaults") and
+docs/agents.md ("Learning per sample").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "MINIBATCHES",
+    "STEPS_PER_AGENT",
+    "TANK_MATCHES",
+    "TANK_PPO",
+    "TANK_SEGMENT_STEPS",
+    "Layout",
+    "choose_layout",
+    "tank_ppo_options",
+]
+
+TANK_MATCHES = 128
+"""Parallel matches per learning bot. The bot's cost per tick is mostly per-call overhead (engine,
+scripted opponent, policy, one websocket frame), so more matches per call cost little more per
+step: 16 matches ran ~7,000 steps/s end to end, 128 run 96,000-105,000 with the shape below.
+256 matches (32 steps each) trained slower (51,000-53,000 steps/s) and no better per sample."""
+
+STEPS_PER_AGENT = 64
+"""Rollout steps per parallel agent (CleanRL's ``num_steps``): rollout = agents x 64, so 8,192 steps
+at 128 matches. What sets learning per sample here is gradient steps per sample: 32,768-step
+rollouts in minibatches of 4,096 (one step per 1,024 samples) needed 1.1-1.7 M steps to 100%
+against ``sitting``; 8,192-step rollouts with the same number of steps per sample learned no faster
+(1.2-1.3 M), with twice as many, 0.5-1.3 M (docs/arena.md, "Choosing the defaults")."""
+
+TANK_SEGMENT_STEPS = 64
+"""The server's segment cut (``ServerConfig.segment_steps``, 256 by default) for the tank's PPO. The
+learner takes only closed segments, so a 256-step cut held up to 256 ticks of every match open in
+the trainer's assembler, several rollouts at 64 steps per agent; 64 bounds that to one. GAE
+across a cut bootstraps from V(next_obs): at gamma 0.99 and lambda 0.95 a step 64 ahead weighs
+0.94^64 = 2% in an advantage, so the cut changes little."""
+
+MINIBATCHES = 8
+"""Minibatches per epoch (CleanRL's ``num_minibatches``): 1,024 rows at 128 matches. With 2 epochs
+that is 16 gradient steps per rollout, the count that learned fastest per sample, at 7 us of learner
+CPU per step (4 epochs of 2,048 rows: the same 16 steps at 11 us, 65,000-75,000 steps/s end to end)."""
+
+TANK_PPO: dict[str, Any] = {"epochs": 2, "proximal_anchor": True}
+"""PPOConfig overrides besides the batch shape (``--agent-option`` overrides them in turn).
+
+- ``epochs=2``: with minibatches of 1,024, 2 epochs are as many gradient steps as 4 epochs of 2,048
+  at 63% of the learner's CPU; 96,000-105,000 trained steps/s, 100% against ``sitting`` after
+  0.61-0.82 M steps (5.5-7.5 s) over 3 seeds. 3 epochs learned a little more per sample
+  (0.33-0.56 M) and trained 73,000-85,000 steps/s: below the 80,000 target in one seed of 3.
+- ``proximal_anchor=True``: bots act while the trainer trains, so rollouts arrive 1-2 versions
+  old; clipping against the current policy (decoupled PPO) instead of the bots' took 0.35-0.57 M
+  steps to 100% against ``sitting`` where the plain clip took 0.51-0.86 M (3 seeds each).
+- Kept from PPOConfig (the seed's): entropy bonus 0.01, log-std start -0.5 and ceiling 0, advantage
+  normalization per rollout, learning rate 3e-4: each of them changed one at a time (docs/agents.md,
+  "Learning per sample") moved steps to 100% by less than the spread between two seeds.
+"""
+
+
+def tank_ppo_options(n_agents: int) -> dict[str, Any]:
+    """PPOConfig overrides for ``n_agents`` parallel agents (matches x learning bots)."""
+    if n_agents < 1:
+        raise ValueError(f"n_agents must be >= 1, got {n_agents}")
+    rollout = n_agents * STEPS_PER_AGENT
+    return {**TANK_PPO, "rollout_steps": rollout, "minibatch_size": max(64, rollout // MINIBATCHES)}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the learning bots run: ``workers`` processes, or ``bots`` threads of the server's process."""
+
+    workers: int
+    bots: int
+    cores: int
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.workers < 0 or self.bots < 0 or (self.workers == 0) == (self.bots == 0):
+            raise ValueError(f"a layout has worker processes or bot threads, not both or neither: {self}")
+
+    @property
+    def kind(self) -> str:
+        return "processes" if self.workers else "threads"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"bots_in": self.kind, "workers": self.workers, "bot_threads": self.bots, "cores": self.cores,
+                "reason": self.reason}  # fmt: skip
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on (its affinity, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def choose_layout(workers: int | None, bots: int | None, threads_only: bool, cores: int | None = None) -> Layout:
+    """The learning bots' layout: what the user asked for, else one worker process when there are 2+ cores.
+
+    Measured on 2 cores (docs/arena.md): the learner and the bot each need about a core, and in one
+    process they share one GIL; a worker process trained 1.6x faster at 16 matches and is what reaches
+    75,000+ steps/s at 128. One core has nothing to gain from a second process, so threads there.
+
+    Args:
+        workers, bots: ``--workers`` and ``--bots`` as given (``None``: not given).
+        threads_only: bots that must be threads (Tank Royale opponents, the reach game).
+    """
+    cores = usable_cores() if cores is None else cores
+    if workers is not None and workers < 0:
+        raise ValueError(f"--workers must be >= 0, got {workers}")
+    if workers:
+        if bots is not None:
+            raise ValueError("--workers and --bots do not go together: bots are worker processes or threads")
+        return Layout(workers, 0, cores, "--workers given")
+    if bots is not None or workers == 0:
+        return Layout(0, bots or 1, cores, "--bots given" if bots is not None else "--workers 0 given")
+    if threads_only:
+        return Layout(0, 1, cores, "these bots run as threads")
+    if cores >= 2:
+        return Layout(1, 0, cores, f"{cores} cores: the learning bot in its own process, the learner keeps a core")
+    return Layout(0, 1, cores, "1 core: a second process would only contend for it")
