@@ -772,6 +772,7 @@ def _train(args: argparse.Namespace) -> int:
         print("\narena train: interrupted; stopping bots and writing a final checkpoint…", file=sys.stderr)
     finally:
         stop.set()
+        played_until = time.monotonic()  # rates end here, not after the shutdown below
         if pool is not None:
             pool.close(rounds_log)
             errors.extend(RuntimeError(f"worker exited with code {code}") for code in pool.failed())
@@ -786,7 +787,7 @@ def _train(args: argparse.Namespace) -> int:
         print(f"arena train: a bot failed: {errors[0]!r}", file=sys.stderr)
     summary = _summarize(args, server, time.monotonic() - started, rounds_log if tank else None, reach_games, opponents)
     summary["layout"] = layout.as_dict()
-    summary["throughput"] = _throughput(server, rounds_log if tank else None, pool, trainer_cpu)
+    summary["throughput"] = _throughput(server, rounds_log if tank else None, pool, trainer_cpu, played_until)
     evaluation = None if interrupted or args.no_report or not tank else _evaluate(args)
     if evaluation is not None:
         summary["evaluation"] = evaluation
@@ -883,14 +884,14 @@ def _summarize(
     return summary
 
 
-def _throughput(server: Any, rounds_log: Any, pool: Any, trainer_cpu: float) -> dict[str, Any]:
-    """Where a run's time went: rates from the first environment step, the learner's and the bots' cost per step.
+def _throughput(server: Any, rounds_log: Any, pool: Any, trainer_cpu: float, played_until: float) -> dict[str, Any]:
+    """Where a run's time went: rates from the first environment step to the stop, the learner's and the bots' cost per step.
 
     ``bench/throughput.py`` reads these; every figure is also meaningful to a user comparing two runs.
     """
     trainer = server.trainer
     first = rounds_log.first_tick_at if rounds_log is not None else None
-    played = time.monotonic() - first if first is not None else None
+    played = played_until - first if first is not None else None
     trained = trainer.steps_trained
     figures: dict[str, Any] = {
         "seconds_from_first_step": round(played, 2) if played else None,

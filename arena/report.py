@@ -214,6 +214,9 @@ def _settings_rows(summary: Mapping[str, Any], settings: Mapping[str, Any] | Non
         if key not in ("agent", "game", "opponents"):
             text = ", ".join(map(str, value)) if isinstance(value, list | tuple) else _setting(value)
             out.append((key.replace("_", " "), text))
+    layout = summary.get("layout")
+    if layout:
+        out.append(("learning bots in", f"{layout['bots_in']} ({layout['reason']})"))
     out.append(("policy", f"generation {summary.get('generation', '–')}, version {summary.get('policy_version', '–')}"))
     if "rounds" in summary:
         out.append(("rounds played", _number(summary["rounds"])))
@@ -247,6 +250,16 @@ def _throughput_rows(
     ]
     if "ticks" in summary:
         out.append(("arena ticks", f"{_number(summary['ticks'])} ({rate(summary['ticks'])})"))
+    reached = summary.get("win_rate_100_after")
+    if "win_rate_100_after" in summary:
+        text = "not within the run" if reached is None else f"{reached['seconds']:,.1f} s, {_number(reached['steps'])} steps"
+        out.append(("last 100 rounds all won after", text))
+    spent = summary.get("throughput") or {}
+    if spent.get("update_time_share") is not None:
+        out.append(("time inside updates", f"{spent['update_time_share']:.0%}"))
+    for key, label in (("trainer_cpu_us_per_step", "learner CPU per step"), ("bot_cpu_us_per_step", "bot CPU per step")):
+        if spent.get(key) is not None:
+            out.append((label, f"{spent[key]:.1f} µs"))
     update_seconds = _column(rows, "time/update_seconds")
     if update_seconds:
         out.append(("update time, mean", f"{sum(update_seconds) / len(update_seconds) * 1000:,.0f} ms"))

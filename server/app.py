@@ -93,11 +93,12 @@ class TrainingServer:
         self.metrics = Metrics()
         arch, _ = agent.export_actor()
         self.obs_dim, self.act_dim = int(arch["layers"][0]), int(arch["layers"][-1])
-        queue_bytes = self.config.queue_max_bytes
+        queue_bytes, credit_steps = self.config.queue_max_bytes, None  # a capacity given is the only bound
         if queue_bytes is None:
             step_bytes = 4 * (2 * self.obs_dim + self.act_dim + 8)  # obs, act, logp, reward, ids, share of bootstrap rows
             queue_bytes = max(64 << 10, 4 * agent.update_steps * step_bytes)
-        credit_steps = queued_updates(agent) * agent.update_steps if agent.max_policy_lag is not None else None
+            if agent.max_policy_lag is not None:
+                credit_steps = queued_updates(agent) * agent.update_steps
         self.queue = TransitionQueue(queue_bytes, on_dropped=self._count_queue_drop, credit_steps=credit_steps)
         self.trainer = Trainer(
             agent,

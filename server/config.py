@@ -84,7 +84,9 @@ class ServerConfig:
     """Undecodable frames tolerated per connection before close 1008."""
     queue_max_bytes: int | None = None
     """Capacity of the transition queue in bytes; ``None`` derives 4 x the agent's update batch
-    (at least 64 KiB). Credits are withheld while it is full; if bots' outstanding credits
+    (at least 64 KiB) and, for an on-policy agent, also withholds credit once one update's worth
+    of steps is queued (``server.app.queued_updates``); a capacity given here is the only bound.
+    Credits are withheld while it is full; if bots' outstanding credits
     still overflow it, the oldest batches are dropped and counted
     (``dropped{reason="queue_full"}``) — a throughput-vs-staleness trade: larger holds more
     stale data for an on-policy learner, smaller throttles bots sooner."""

@@ -26,6 +26,10 @@ def test_train_then_resume_continues_the_policy_version(tmp_path):
     first = json.loads((out / "summary.json").read_text())
     assert first["rounds"] >= 16 and first["updates"] >= 1 and first["opponents"] == ["sitting"]
     assert {"agent", "policy_version", "updates", "rounds", "transitions", "wall_seconds", "win_rate_last_100"} <= set(first)
+    # The layout the run chose, and why (2+ cores: the learning bot in a worker process), and where its time went.
+    layout = first["layout"]
+    assert layout["bots_in"] == ("processes" if layout["cores"] >= 2 else "threads") and layout["reason"]
+    assert first["throughput"]["trained_steps_per_s"] > 0 and 0 < first["throughput"]["update_time_share"] <= 1
     assert (out / "metrics.jsonl").read_text().count("\n") == first["updates"]
     assert list((out / "checkpoints").glob("*.pt")) and (out / "learning_curve.png").is_file()
     assert (out / "report.html").is_file() and (out / "report.png").is_file()

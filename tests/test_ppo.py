@@ -667,3 +667,68 @@ def test_segment_split_cuts_the_head_and_keeps_the_end_with_the_tail():
     for bad in (0, segment.steps):
         with pytest.raises(ValueError, match="split point"):
             segment.split(bad)
+
+
+# ── the guards at the tank arena's large-batch defaults ──────────────────────
+
+
+def tank_agent(**overrides) -> PPOAgent:
+    """``arena train``'s tank PPO (8,192-step rollouts, minibatches of 1,024, 2 epochs, the anchor) at small layers."""
+    from arena.defaults import TANK_MATCHES, tank_ppo_options
+
+    return PPOAgent(config(**{**tank_ppo_options(TANK_MATCHES), "hidden": (16, 16), **overrides}))
+
+
+def tank_segments(agent: PPOAgent) -> list[Segment]:
+    return make_segments(agent, lengths=(64,) * (agent.config.rollout_steps // 64))
+
+
+def test_large_batch_update_trains_every_minibatch_and_stays_finite():
+    agent = tank_agent()
+    agent.observe(tank_segments(agent))
+    before = snapshot(agent)
+    metrics = agent.update()
+    assert metrics["train/steps_trained"] == 8192.0 and metrics["train/minibatches"] == 2 * 8
+    assert metrics["train/skipped_minibatches"] == 0.0 and all(math.isfinite(v) for v in metrics.values())
+    assert all(not torch.equal(a, b) for a, b in zip(before, snapshot(agent), strict=True))
+
+
+def test_large_batch_nan_reward_zeroes_advantages():
+    agent = tank_agent()
+    segments = tank_segments(agent)
+    reward = segments[7].reward.copy()
+    reward[3] = np.nan
+    segments[7] = replace_column(segments[7], reward=reward)
+    agent.observe(segments)
+    assert agent.update()["train/advantage_guard"] == 2.0
+    assert all(torch.isfinite(p).all() for p in all_params(agent))
+
+
+def test_large_batch_one_poisoned_row_skips_one_minibatch_per_epoch():
+    agent = tank_agent()
+    segments = tank_segments(agent)
+    logp = segments[40].logp.copy()
+    logp[0] = np.nan
+    segments[40] = replace_column(segments[40], logp=logp)
+    agent.observe(segments)
+    metrics = agent.update()
+    assert metrics["train/skipped_minibatches"] == 2.0 and metrics["train/minibatches"] == 14.0
+    assert all(torch.isfinite(p).all() for p in all_params(agent))
+
+
+def test_large_batch_huge_gradient_norm_skips_every_step_and_moves_nothing():
+    agent = tank_agent(skip_grad_norm=1e-12)  # every real gradient is "huge" against this bound
+    agent.observe(tank_segments(agent))
+    before = snapshot(agent)
+    metrics = agent.update()
+    assert metrics["train/skipped_minibatches"] == 16.0 and metrics["train/minibatches"] == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(before, snapshot(agent), strict=True))
+
+
+def test_large_batch_log_std_stays_within_its_bounds():
+    agent = tank_agent(learning_rate=5e-2, entropy_coef=10.0)  # a strong push up
+    with torch.no_grad():
+        agent.actor.log_std.fill_(CEILING - 1e-3)
+    agent.observe(tank_segments(agent))
+    agent.update()
+    assert (agent.actor.log_std.detach() <= CEILING).all() and (agent.actor.log_std.detach() >= FLOOR).all()
