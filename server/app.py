@@ -98,7 +98,7 @@ class TrainingServer:
             step_bytes = 4 * (2 * self.obs_dim + self.act_dim + 8)  # obs, act, logp, reward, ids, share of bootstrap rows
             queue_bytes = max(64 << 10, 4 * agent.update_steps * step_bytes)
             if agent.max_policy_lag is not None:
-                credit_steps = queued_updates(agent) * agent.update_steps
+                credit_steps = ON_POLICY_QUEUED_UPDATES * agent.update_steps
         self.queue = TransitionQueue(queue_bytes, on_dropped=self._count_queue_drop, credit_steps=credit_steps)
         self.trainer = Trainer(
             agent,
@@ -779,16 +779,15 @@ class TrainingServer:
         session.log.info("disconnected after %d steps", session.steps_accepted)
 
 
-def queued_updates(agent: Agent) -> int:
-    """Updates' worth of steps an on-policy agent's queue holds before credit is withheld.
+ON_POLICY_QUEUED_UPDATES = 1
+"""Updates' worth of steps an on-policy agent's queue holds before credit is withheld.
 
-    One: bots collect the next rollout while the trainer trains on this one, so a rollout is
-    trained about one version after it was acted. A deeper queue only ages the data: bounded
-    by bytes alone (two updates' worth to the high-water mark), 32k-step rollouts kept 108k
-    steps queued and trained every rollout 4-6 versions late. Off-policy agents keep the byte
-    bound only: a replay buffer takes any policy's data.
-    """
-    return 1
+One: bots collect the next rollout while the trainer trains on this one, so a rollout is
+trained about one version after it was acted. A deeper queue only ages the data: bounded by
+bytes alone (two updates' worth to the high-water mark), 32k-step rollouts kept 108k steps
+queued and trained every rollout 4-6 versions late. Off-policy agents keep the byte bound
+only: a replay buffer takes any policy's data.
+"""
 
 
 def _unsent_bytes(transport: Any, sock: Any) -> int:

@@ -85,7 +85,7 @@ class ServerConfig:
     queue_max_bytes: int | None = None
     """Capacity of the transition queue in bytes; ``None`` derives 4 x the agent's update batch
     (at least 64 KiB) and, for an on-policy agent, also withholds credit once one update's worth
-    of steps is queued (``server.app.queued_updates``); a capacity given here is the only bound.
+    of steps is queued (``server.app.ON_POLICY_QUEUED_UPDATES``); a capacity given here is the only bound.
     Credits are withheld while it is full; if bots' outstanding credits
     still overflow it, the oldest batches are dropped and counted
     (``dropped{reason="queue_full"}``) — a throughput-vs-staleness trade: larger holds more
