@@ -1,7 +1,8 @@
 """``arena train``'s defaults on the tank arena, in one place, each with the measurement behind it.
 
-PPOConfig's own defaults are the seed trainer's (a 2,048-step rollout, minibatches of 64) and stay
-available through ``--agent-option``; these are what the tank arena runs with unless told otherwise.
+PPOConfig's own defaults are the original (Nim) trainer's (a 2,048-step rollout, minibatches of 64)
+and stay available through ``--agent-option``; these are what the tank arena runs with unless told
+otherwise.
 The sweep and the ablation behind them are in docs/arena.md ("Choosing the defaults") and
 docs/agents.md ("Learning per sample").
 """
@@ -26,7 +27,7 @@ __all__ = [
 TANK_MATCHES = 128
 """Parallel matches per learning bot. The bot's cost per tick is mostly per-call overhead (engine,
 scripted opponent, policy, one websocket frame), so more matches per call cost little more per
-step: 16 matches ran ~7,000 steps/s end to end, 128 run 96,000-105,000 with the shape below.
+step: 16 matches ran ~7,000 steps/s end to end, 128 run 101,500-108,300 with the shape below.
 256 matches (32 steps each) trained slower (51,000-53,000 steps/s) and no better per sample."""
 
 STEPS_PER_AGENT = 64
@@ -60,9 +61,10 @@ TANK_PPO: dict[str, Any] = {"epochs": 2, "proximal_anchor": True}
 - ``proximal_anchor=True``: bots act while the trainer trains, so rollouts arrive 1-2 versions
   old; clipping against the current policy (decoupled PPO) instead of the bots' took 0.35-0.57 M
   steps to 100% against ``sitting`` where the plain clip took 0.51-0.86 M (3 seeds each).
-- Kept from PPOConfig (the seed's): entropy bonus 0.01, log-std start -0.5 and ceiling 0, advantage
-  normalization per rollout, learning rate 3e-4: each of them changed one at a time (docs/agents.md,
-  "Learning per sample") moved steps to 100% by less than the spread between two seeds.
+- Kept from PPOConfig (the original trainer's): entropy bonus 0.01, log-std start -0.5 and ceiling
+  0, advantage normalization per rollout, learning rate 3e-4: each of them changed one at a time
+  (docs/agents.md, "Learning per sample") moved steps to 100% by less than the spread between two
+  seeds.
 """
 
 
@@ -105,8 +107,8 @@ def choose_layout(workers: int | None, bots: int | None, threads_only: bool, cor
     """The learning bots' layout: what the user asked for, else one worker process when there are 2+ cores.
 
     Measured on 2 cores (docs/arena.md): the learner and the bot each need about a core, and in one
-    process they share one GIL; a worker process trained 1.6x faster at 16 matches and is what reaches
-    75,000+ steps/s at 128. One core has nothing to gain from a second process, so threads there.
+    process they share one GIL; at the default shape a worker process trains 101,500-108,300 steps/s,
+    a bot thread 49,000-50,000. One core has nothing to gain from a second process, so threads there.
 
     Args:
         workers, bots: ``--workers`` and ``--bots`` as given (``None``: not given).
