@@ -27,7 +27,7 @@ class Agent(Protocol):
     name: str
     """Short algorithm name sent to bots in ``welcome`` (``"ppo"``, ``"td3"``, …)."""
     update_steps: int
-    """Steps one update consumes (sizes the server's queue: see ``server.app.ON_POLICY_QUEUED_UPDATES``)."""
+    """Steps one update consumes (sizes the server's queue: see ``server.transition_queue.ON_POLICY_QUEUED_UPDATES``)."""
     max_policy_lag: int | None
     """Segments acted by a policy more than this many versions old are dropped; ``None`` keeps all."""
 

@@ -1,7 +1,7 @@
 """TD3 and DDPG, one implementation: DDPG is TD3 with one critic, no target smoothing and no delay.
 
 Papers: DDPG https://arxiv.org/abs/1509.02971, TD3 https://arxiv.org/abs/1802.09477.
-Ported from the seed's three versions (``shared/seeds/002``): the typed one gives the
+Ported from the original trainer's three versions (plain, typed and fused; docs/agents.md): the typed one gives the
 algorithm and its config rules, the fused one the speed. Where the math really is the
 same the code is shared, and the three differences are config values, not branches:
 

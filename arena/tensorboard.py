@@ -82,7 +82,7 @@ def _backend() -> tuple[Any, Any]:
 class ScalarLogger:
     """Writes each metrics row as TensorBoard scalars to an event file in ``logdir``.
 
-    Called from the trainer thread (as ``_MetricsLog`` is), so it must be cheap: a row is
+    Called from the trainer thread (as ``arena.run_log.MetricsLog`` is), so it must be cheap: a row is
     one event holding all its scalars (one ``Summary`` with many values, as TensorFlow's
     merged summaries were). ``add_scalar`` per key costs a multiprocessing-queue put each:
     6 ms of trainer time for a 37-key row, against 0.5 ms this way.
@@ -175,7 +175,7 @@ def _markdown_cell(value: Any) -> str:
 class ServerScalars:
     """The server-side figures of one metrics row, read from a running ``TrainingServer``.
 
-    Call it once per update on the trainer thread (e.g. as ``_MetricsLog``'s ``extra``);
+    Call it once per update on the trainer thread (e.g. as ``arena.run_log.MetricsLog``'s ``extra``);
     it keeps the previous call's counter to turn it into a rate. Every figure comes from a
     lock-guarded counter or a single ``len`` read, so it is safe off the event loop.
 

@@ -24,7 +24,7 @@ from .errors import ErrorCode, ProtocolError
 __all__ = ["MAX_ENTRIES", "MAX_HEADER_BYTES", "decode_tensors", "encode_tensors"]
 
 MAX_HEADER_BYTES = 1 << 20
-"""A header above 1 MiB is refused before it is parsed (RELIABILITY.md S4)."""
+"""A header above 1 MiB is refused before it is parsed (docs/reliability.md, S4)."""
 MAX_ENTRIES = 1024
 """Most tensors in one blob; our actors have fewer than 20."""
 MAX_DIMS = 8

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fuzz target D3: the inbound frame decoder of ``bot_protocol`` (RELIABILITY.md B1).
+"""Fuzz target D3: the inbound frame decoder of ``bot_protocol`` (docs/reliability.md, B1).
 
 Contract: every input either decodes to a validated message or raises
 :class:`~bot_protocol.ProtocolError` with a documented :class:`~bot_protocol.ErrorCode`.

@@ -1,7 +1,7 @@
 """Per-address admission control for the HTTP handshake (sans-I/O; the clock is injected).
 
 websockets leaves denial-of-service protection to a proxy; these are cheap first lines of
-defence that run before any websocket exists (``shared/RELIABILITY.md`` part c):
+defence that run before any websocket exists (docs/security.md, "Limits"):
 
 - at most ``max_per_address`` open connections from one address (HTTP 429);
 - at most ``handshakes_per_s`` handshakes per second from one address, bursts of the same

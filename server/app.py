@@ -62,7 +62,7 @@ from .looplag import LoopLagMonitor
 from .metrics import Metrics
 from .session import BotSession
 from .trainer import Trainer
-from .transition_queue import Arrival, TransitionQueue
+from .transition_queue import ON_POLICY_QUEUED_UPDATES, Arrival, TransitionQueue
 from .weights import WeightsSnapshot
 
 __all__ = ["ServerThread", "TrainingServer"]
@@ -777,17 +777,6 @@ class TrainingServer:
         self.queue.put(session.arrival(None))  # the trainer closes its open segments as cuts
         self.metrics.inc("bots_disconnected")
         session.log.info("disconnected after %d steps", session.steps_accepted)
-
-
-ON_POLICY_QUEUED_UPDATES = 1
-"""Updates' worth of steps an on-policy agent's queue holds before credit is withheld.
-
-One: bots collect the next rollout while the trainer trains on this one, so a rollout is
-trained about one version after it was acted. A deeper queue only ages the data: bounded by
-bytes alone (two updates' worth to the high-water mark), 32k-step rollouts kept 108k steps
-queued and trained every rollout 4-6 versions late. Off-policy agents keep the byte bound
-only: a replay buffer takes any policy's data.
-"""
 
 
 def _unsent_bytes(transport: Any, sock: Any) -> int:

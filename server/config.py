@@ -1,7 +1,7 @@
 """Frozen, validated configuration of the server and the trainer thread.
 
 Every limit has a unit and a default; defaults come from measurements on a 2-core
-machine summarised in RELIABILITY.md (part c).
+machine summarised in docs/reliability.md; their table is docs/security.md, "Limits".
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class ServerConfig:
     queue_max_bytes: int | None = None
     """Capacity of the transition queue in bytes; ``None`` derives 4 x the agent's update batch
     (at least 64 KiB) and, for an on-policy agent, also withholds credit once one update's worth
-    of steps is queued (``server.app.ON_POLICY_QUEUED_UPDATES``); a capacity given here is the only bound.
+    of steps is queued (``server.transition_queue.ON_POLICY_QUEUED_UPDATES``); a capacity given here is the only bound.
     Credits are withheld while it is full; if bots' outstanding credits
     still overflow it, the oldest batches are dropped and counted
     (``dropped{reason="queue_full"}``) — a throughput-vs-staleness trade: larger holds more

@@ -1,7 +1,7 @@
 """Event-loop lag: how late a periodic wake-up fires. A GIL-holding trainer shows up here first.
 
 One long C call holding the GIL in the trainer stalled this loop 658 ms on this
-machine (RELIABILITY.md M13); keepalive pongs wait behind such stalls, so the lag is
+machine (docs/reliability.md, M13); keepalive pongs wait behind such stalls, so the lag is
 measured continuously and exported.
 """
 

@@ -422,7 +422,7 @@ class Trainer:
     # ── checkpoints ──────────────────────────────────────────────────────────
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything a bit-exact resume needs, plus what identifies the run (RELIABILITY.md C9)."""
+        """Everything a bit-exact resume needs, plus what identifies the run (docs/reliability.md, C9)."""
         agent_state = self.agent.state_dict()
         return {
             "agent": agent_state,

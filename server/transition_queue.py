@@ -19,7 +19,18 @@ from dataclasses import dataclass
 
 from bot_protocol import TransitionBatch
 
-__all__ = ["Arrival", "TransitionQueue"]
+__all__ = ["ON_POLICY_QUEUED_UPDATES", "Arrival", "TransitionQueue"]
+
+
+ON_POLICY_QUEUED_UPDATES = 1
+"""Updates' worth of steps an on-policy agent's queue holds before credit is withheld.
+
+One: bots collect the next rollout while the trainer trains on this one, so a rollout is
+trained about one version after it was acted. A deeper queue only ages the data: bounded by
+bytes alone (two updates' worth to the high-water mark), 32k-step rollouts kept 108k steps
+queued and trained every rollout 4-6 versions late. Off-policy agents keep the byte bound
+only: a replay buffer takes any policy's data.
+"""
 
 
 @dataclass(frozen=True, eq=False)

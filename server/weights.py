@@ -56,7 +56,7 @@ class WeightsSlot:
     """At most one pending snapshot per connection; a newer offer replaces an unsent one.
 
     No event and no waiting task: an idle connection should cost as little memory as
-    possible (RELIABILITY.md L4), so the server starts a sender task only while
+    possible (docs/reliability.md, L4), so the server starts a sender task only while
     something is pending (see ``TrainingServer._offer``).
     """
 

@@ -1,4 +1,4 @@
-"""The reliability plan of ``shared/RELIABILITY.md`` (cases D, H, L, C, S, N), by case id.
+"""The reliability plan of docs/reliability.md (cases D, H, L, C, S, N), by case id.
 
 T1 cases run in the normal suite. T2 cases (long soaks, 1e5 examples, floods) are opt-in:
 ``ARENA_T2=1 pytest tests/reliability -m t2``. Each test's name starts with its case id

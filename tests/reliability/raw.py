@@ -1,4 +1,4 @@
-"""Raw-socket helpers for the hostile-client cases (``test_hostile.py``, B2 of RELIABILITY.md).
+"""Raw-socket helpers for the hostile-client cases (``test_hostile.py``, B2 of docs/reliability.md).
 
 A real websocket client cannot send what these tests need (an unmasked frame, a length
 header that lies, RSV bits, a request that stops half-way), so :class:`RawSocket` speaks

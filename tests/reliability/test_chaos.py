@@ -1,4 +1,4 @@
-"""Chaos cases C1–C9 of ``shared/RELIABILITY.md`` (B4), and S1/S3/S6 (B5), by case id.
+"""Chaos cases C1–C9 of docs/reliability.md (B4), and S1/S3/S6 (B5), by case id.
 
 Every test's name starts with its case id (``pytest -k c3``). Real processes and servers on
 127.0.0.1 only; every wait is bounded (``timeout()``) and every subprocess is killed in a

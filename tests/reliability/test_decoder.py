@@ -1,4 +1,4 @@
-"""B1 of RELIABILITY.md: the decoder and schema, case by case (D1–D13).
+"""B1 of docs/reliability.md: the decoder and schema, case by case (D1–D13).
 
 The contract (from websockets' and msgpack's OSS-Fuzz harnesses): every input either
 decodes to a validated message or raises :class:`ProtocolError` with a documented

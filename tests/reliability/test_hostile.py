@@ -1,4 +1,4 @@
-"""B2 of RELIABILITY.md: hostile clients and the transport (H1–H18), against a live server on 127.0.0.1.
+"""B2 of docs/reliability.md: hostile clients and the transport (H1–H18), against a live server on 127.0.0.1.
 
 Each test is named after its case id (``pytest -k h10``). Most run with observer bots
 (real :class:`~bot_protocol.client.BotClient` connections) streaming alongside the

@@ -1,4 +1,4 @@
-"""B3 of ``shared/RELIABILITY.md``: load, soak and backpressure on loopback (cases L1-L10).
+"""B3 of docs/reliability.md: load, soak and backpressure on loopback (cases L1-L10).
 
 Every case runs the real :class:`server.TrainingServer` on 127.0.0.1 (port 0) in a
 :class:`server.ServerThread`, in this process, and drives it with real websocket clients:

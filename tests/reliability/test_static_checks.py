@@ -1,4 +1,4 @@
-"""S2 of RELIABILITY.md: a lint gate against unsafe deserialization, by AST (not grep).
+"""S2 of docs/reliability.md: a lint gate against unsafe deserialization, by AST (not grep).
 
 Every ``.py`` under server/, bot_protocol/, agents/, arena/ and bench/ (tests are exempt:
 they build malicious pickles on purpose) is parsed and checked for:

@@ -1,4 +1,4 @@
-"""B5 of RELIABILITY.md: weights security on the bot side (S4, S5).
+"""B5 of docs/reliability.md: weights security on the bot side (S4, S5).
 
 S4: the bot SDK refuses hostile safetensors blobs (header > 1 MiB, 100k entries, dtype or
 shape mismatch, offsets out of range, overlapping regions) and keeps the policy it has.
