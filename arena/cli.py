@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -22,12 +23,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .defaults import MINIBATCHES, STEPS_PER_AGENT, TANK_MATCHES, TANK_SEGMENT_STEPS, choose_layout, tank_ppo_options
-from .run_log import MetricsLog, Progress, summarize, throughput_figures
+from .run_log import MetricsLog, Progress, league_summary, summarize, throughput_figures
 
 __all__ = ["main"]
 
 GAMES = ("tank", "reach")
 SCRIPTED_NAMES = ("sitting", "spinner", "walker", "tracker")
+LEAGUE = "league"
+"""``--opponent league`` (the default): train against the league (arena.league)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,9 +69,13 @@ def _turn_timeout_ms(text: str) -> float:
 
 
 def _opponent_kind(text: str) -> str:
-    if text in SCRIPTED_NAMES or text.startswith("royale:"):
+    """``--opponent``: ``league``, a scripted name, ``royale:PATH`` or an existing policy file."""
+    if text in (LEAGUE, *SCRIPTED_NAMES) or text.startswith("royale:") or Path(text).exists():
         return text
-    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(SCRIPTED_NAMES)} or royale:PATH)")
+    raise argparse.ArgumentTypeError(
+        f"invalid choice: {text!r} (choose from {LEAGUE}, {', '.join(SCRIPTED_NAMES)}, royale:PATH or a policy file: "
+        "a checkpoint, a run directory or an exported weights file)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,9 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--opponent",
         action="append",
         type=_opponent_kind,
-        metavar="NAME|royale:PATH",
-        help="scripted opponent (sitting, spinner, walker, tracker) or a Tank Royale bot directory (royale:PATH, one bot "
-        "process per match, see docs/royale.md); repeat for a mix spread over the matches (default: sitting)",
+        metavar="league|NAME|FILE|royale:PATH",
+        help="league (the default): the scripted ladder, snapshots of the learner and self-play, matched by PFSP "
+        "(docs/arena.md, 'The league'); with league, each FILE given too (a checkpoint, run directory or weights "
+        "file) joins it. Without league, the opponents are fixed: scripted names (sitting, spinner, walker, "
+        "tracker), policy FILEs or Tank Royale bot directories (royale:PATH, one bot process per match, see "
+        "docs/royale.md), spread over the matches",
+    )
+    train.add_argument(
+        "--league-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a league parameter: snapshot_every (updates, default 200), max_snapshots (8), self_share (0.2), "
+        "floor_share (0.2), exponent (2), win_rate_memory (100 rounds); repeatable",
     )
     train.add_argument(
         "--matches",
@@ -198,6 +216,29 @@ def build_parser() -> argparse.ArgumentParser:
         "are then played one after another in one arena, not 50 side by side: about 1 ms a tick, so 100 rounds take "
         "1-3 minutes, and the figures differ from an unrecorded run with the same seed",
     )
+
+    match.add_argument(
+        "--rate",
+        action="store_true",
+        help="play a round-robin instead: every pair of --bot plays --rounds rounds 1v1, then print their openskill "
+        "ratings (mu, sigma, mu - 3 sigma) and each pair's score",
+    )
+
+    league = commands.add_parser(
+        "league",
+        help="a training run's league: ratings, and a round-robin of the final policy against every member",
+        description=(
+            "Print the ratings a run's league kept in training (OUT/league), then play a round-robin among the "
+            "final policy and every league member (scripted bots, snapshots, policy files) and print their openskill "
+            "ratings and each member's score against each other member."
+        ),
+        epilog="example: arena league runs/latest --rounds 20",
+    )
+    league.add_argument("run", type=Path, metavar="RUN_DIR", help="the --out of an 'arena train' run against the league")
+    league.add_argument("--rounds", type=_positive_int, default=20, help="rounds per pair of members (default: 20)")
+    league.add_argument("--ticks-per-round", type=_positive_int, default=2000, help="round tick cap (default: 2000)")
+    league.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    league.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of tables")
 
     replay = commands.add_parser(
         "replay",
@@ -479,6 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "export": _export,
         "gym": _gym,
         "replay": _replay,
+        "league": _league_command,
         "worker": _worker,
     }
     try:
@@ -616,16 +658,19 @@ def _train(args: argparse.Namespace) -> int:
     from .tensorboard import ScalarLogger, ServerScalars, TensorBoardUnavailable
 
     tank = args.game == "tank"
-    if not tank and (args.opponent or args.rounds or args.workers):
-        raise ValueError("--opponent, --rounds and --workers apply to --game tank only")
+    if not tank and (args.opponent or args.rounds or args.workers or args.league_option):
+        raise ValueError("--opponent, --league-option, --rounds and --workers apply to --game tank only")
     if args.eval_rounds < 0:
         raise ValueError(f"--eval-rounds must be >= 0, got {args.eval_rounds}")
-    opponents = args.opponent or ["sitting"]
+    opponents = args.opponent or [LEAGUE]
     royale = any(o.startswith("royale:") for o in opponents)
     if args.workers and royale:
         raise ValueError("royale:PATH opponents play with --bots (threads of this process), not --workers")
+    if LEAGUE in opponents and royale:
+        raise ValueError("royale:PATH opponents cannot join the league yet: train against them as fixed opponents")
     layout = choose_layout(args.workers, args.bots, threads_only=royale or not tank)
     args.workers, args.bots = layout.workers, layout.bots
+    league, table = _league(args, opponents) if tank else (None, None)
     if args.matches is None:
         args.matches = TANK_MATCHES if tank else 16
     args.tank_agents = args.matches * (args.workers or args.bots) if tank else None  # sizes PPO's rollout
@@ -637,10 +682,15 @@ def _train(args: argparse.Namespace) -> int:
     rounds_log = MatchLog()
     server_figures: list[ServerScalars] = []  # set once the server exists; rows start after it does
 
+    if table is not None:
+        rounds_log.listener = table.add
+
     def extra() -> dict[str, float]:
         row = server_figures[0]() if server_figures else {}
         if tank:
             row.update({"rollout/rounds": rounds_log.rounds, "rollout/win_rate_last_100": rounds_log.win_rate_last_100})
+        if table is not None:
+            row.update(table.metrics())
         return row
 
     log = MetricsLog(args.out / "metrics.jsonl", started, extra=extra)
@@ -677,6 +727,7 @@ def _train(args: argparse.Namespace) -> int:
                         seed=seed,
                         name=f"tank{i}",
                         log=rounds_log,
+                        league=None if league is None else functools.partial(league.build, worker=i),
                         **hooks,
                     )
             else:
@@ -693,7 +744,11 @@ def _train(args: argparse.Namespace) -> int:
             errors.append(exc)
             stop.set()
 
-    what = f"vs {', '.join(opponents)}" if tank else "on 'reach'"
+    what = (
+        (f"vs the league ({league.describe()})" if league is not None else f"vs {', '.join(opponents)}")
+        if tank
+        else "on 'reach'"
+    )
     n_bots = args.workers or args.bots
     where = "worker process(es)" if args.workers else "bot thread(s)"
     print(
@@ -708,7 +763,9 @@ def _train(args: argparse.Namespace) -> int:
         if args.workers:
             from .workers import WorkerPool
 
-            pool = WorkerPool(args.workers, running.url, opponents, args.matches, args.ticks_per_round, args.token, args.seed)
+            pool = WorkerPool(
+                args.workers, running.url, opponents, args.matches, args.ticks_per_round, args.token, args.seed, league
+            )
             pool.start()
             bots_alive: Callable[[], bool] = pool.alive
         else:
@@ -719,7 +776,7 @@ def _train(args: argparse.Namespace) -> int:
             def bots_alive() -> bool:
                 return any(b.is_alive() for b in bots)
 
-        with Progress(server, started, rounds_log if tank else None) as progress:
+        with Progress(server, started, rounds_log if tank else None, table) as progress:
             while bots_alive():
                 if pool is not None:
                     pool.collect(rounds_log)
@@ -733,6 +790,8 @@ def _train(args: argparse.Namespace) -> int:
                     if pool is not None:
                         pool.stop.set()
                 progress.update()
+                if table is not None:
+                    table.save_every(args.out / "league" / "table.json", seconds=10.0)
                 time.sleep(0.25)
     except KeyboardInterrupt:
         interrupted = True
@@ -755,6 +814,9 @@ def _train(args: argparse.Namespace) -> int:
         print(f"arena train: a bot failed: {errors[0]!r}", file=sys.stderr)
     summary = summarize(args, server, time.monotonic() - started, rounds_log if tank else None, reach_games, opponents)
     summary["layout"] = layout.as_dict()
+    if table is not None and league is not None:
+        table.save(args.out / "league" / "table.json")
+        summary["league"] = league_summary(league, table)
     summary["throughput"] = throughput_figures(server, rounds_log if tank else None, pool, trainer_cpu, played_until)
     evaluation = None if interrupted or args.no_report or not tank else _evaluate(args)
     if evaluation is not None:
@@ -773,6 +835,24 @@ def _train(args: argparse.Namespace) -> int:
         outputs.append(log.tensorboard.logdir)
     print("arena train: wrote " + ", ".join(str(p) for p in outputs))
     return 130 if interrupted else (1 if errors else 0)
+
+
+def _league(args: argparse.Namespace, opponents: list[str]) -> tuple[Any, Any]:
+    """(the league's spec, its ratings table) for ``--opponent league``, else (None, None) with the files checked."""
+    from .league.commands import check_policy_file, league_spec, load_table
+    from .league.ratings import LeagueTable
+
+    files = [o for o in opponents if o not in (LEAGUE, *SCRIPTED_NAMES) and not o.startswith("royale:")]
+    if LEAGUE not in opponents:
+        if args.league_option:
+            raise ValueError("--league-option applies to the league (--opponent league, the default)")
+        for file in files:
+            check_policy_file(file)
+        return None, None
+    directory = args.out / "league"
+    spec = league_spec(files, args.league_option, directory, args.resume, exclusive=(args.workers or args.bots) == 1)
+    table = (load_table(directory) if spec.resume else None) or LeagueTable()
+    return spec, table
 
 
 def _evaluate(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -827,6 +907,14 @@ def _match(args: argparse.Namespace) -> int:
         raise ValueError("--turn-timeout-ms applies to Tank Royale bots only (royale:PATH or --royale-port)")
     if args.record is not None and not args.record.parent.is_dir():  # before a long match, not after
         raise FileNotFoundError(f"--record {args.record}: no directory {args.record.parent}")
+    for spec in args.bot:
+        if spec not in SCRIPTED_NAMES and not RoyaleBotSpec.matches(spec) and not Path(spec).exists():
+            raise ValueError(
+                f"unknown bot {spec!r}: choose from {', '.join(SCRIPTED_NAMES)}, a policy file (a checkpoint, a run "
+                "directory or an exported weights file) or royale:PATH"
+            )
+    if args.rate:
+        return _rate(args, royale)
     # A recording replays only if its rounds ran one after another in one arena (see Recorder).
     n_matches = 1 if args.record is not None or royale else min(50, args.rounds)
     players: list[Any] = []
@@ -896,6 +984,62 @@ def _match(args: argparse.Namespace) -> int:
             f"{row['mean_energy']:.1f}",
         )
     Console().print(table)
+    return 0
+
+
+def _rate(args: argparse.Namespace, royale: bool) -> int:
+    """``arena match --rate``: a round-robin of the --bot list, rated with openskill."""
+    from .league.commands import print_league, rate_bots, unique_name
+    from .league.round_robin import ControllerFactory
+    from .policies import load_policy
+    from .tank.engine import TankRules
+
+    if royale or args.record is not None:
+        raise ValueError("--rate plays the built-in arena's bots and policy files, without --record or royale:PATH")
+    players: dict[str, ControllerFactory] = {}
+    for spec in args.bot:
+        name = unique_name(spec, list(players))
+        if spec in SCRIPTED_NAMES:
+            players[name] = functools.partial(_scripted_controller, spec)
+        else:
+            policy = load_policy(Path(spec))
+            players[name] = functools.partial(_policy_controller, name, policy, not args.deterministic)
+    report = rate_bots(players, args.rounds, args.seed, TankRules(max_ticks=args.ticks_per_round))
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_league(report)
+    return 0
+
+
+def _scripted_controller(name: str, n: int, seed: int) -> Any:
+    from .play import ScriptedController
+
+    return ScriptedController(name, n, seed)
+
+
+def _policy_controller(name: str, policy: Any, stochastic: bool, n: int, seed: int) -> Any:
+    from .play import PolicyController
+
+    return PolicyController(name, policy, seed=seed, stochastic=stochastic)
+
+
+def _league_command(args: argparse.Namespace) -> int:
+    from .league.commands import league_report, print_league
+
+    if not args.run.is_dir():
+        raise FileNotFoundError(f"no run directory {args.run}")
+
+    def progress(done: int, total: int) -> None:
+        if not args.json and (done == total or done % max(1, total // 10) < 2):
+            print(f"\rarena league: round-robin {done}/{total} rounds", end="", file=sys.stderr, flush=True)
+
+    report = league_report(args.run, args.rounds, args.seed, args.ticks_per_round, progress)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(file=sys.stderr)
+    print_league(report)
     return 0
 
 

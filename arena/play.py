@@ -28,8 +28,11 @@ __all__ = [
     "Controller",
     "MatchLog",
     "MatchObserver",
+    "OpponentPool",
     "PolicyController",
+    "RoundResult",
     "ScriptedController",
+    "make_opponent",
     "play_learning_bot",
     "play_match",
 ]
@@ -95,6 +98,27 @@ class PolicyController:
         pass
 
 
+RoundResult = tuple[bool, float, str, bool]
+"""A finished round of the learner: (won, its score, the opponent's name, drawn)."""
+
+
+def make_opponent(kind: str, n: int, seed: int) -> Controller:
+    """A fixed opponent: a scripted bot by name, else a policy file (checkpoint, run directory, weights file).
+
+    Raises:
+        FileNotFoundError, ValueError: ``kind`` names no scripted bot and no loadable policy.
+    """
+    from .tank.scripted import SCRIPTED
+
+    if kind in SCRIPTED:
+        return ScriptedController(kind, n, seed)
+    from pathlib import Path
+
+    from .policies import load_policy
+
+    return PolicyController(kind, load_policy(Path(kind)), seed=seed)
+
+
 @dataclass
 class MatchLog:
     """Per-round results, appended as rounds finish."""
@@ -111,6 +135,8 @@ class MatchLog:
     """``time.monotonic()`` when the first ticks were added: time to a skill counts from here."""
     perfect_at: tuple[float, int] | None = None
     """(seconds after the first tick, ticks played) when the last 100 rounds were first all won."""
+    listener: Callable[[Sequence[RoundResult]], None] | None = None
+    """Receives every batch of finished rounds after it is logged (e.g. the league's ratings)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -118,21 +144,27 @@ class MatchLog:
         with self.lock:
             return float(np.mean(self.wins)) if self.wins else float("nan")
 
-    def record(self, info: StepInfo, opponents: Sequence[str]) -> list[tuple[bool, float, str]]:
-        """Add the rounds that ended this tick; returns them as (won, score, opponent)."""
+    def record(self, info: StepInfo, opponents: Sequence[str]) -> list[RoundResult]:
+        """Add the rounds that ended this tick; returns them as (won, score, opponent, drawn)."""
         results = [
-            (bool(info.winner[m] == 0), float(info.scores[m, 0]), opponents[int(m)]) for m in np.flatnonzero(info.round_over)
+            (bool(info.winner[m] == 0), float(info.scores[m, 0]), opponents[int(m)], bool(info.winner[m] < 0))
+            for m in np.flatnonzero(info.round_over)
         ]
         self.add(results, len(info.round_over))
         return results
 
-    def add(self, results: Sequence[tuple[bool, float, str]], ticks: int) -> None:
-        """Add finished rounds (won, score, opponent) and ticks played, e.g. reported by a worker process."""
+    def add(self, results: Sequence[RoundResult], ticks: int) -> None:
+        """Add finished rounds (won, score, opponent, drawn) and ticks played, e.g. reported by a worker process."""
+        self._add(results, ticks)
+        if self.listener is not None and results:
+            self.listener(results)
+
+    def _add(self, results: Sequence[RoundResult], ticks: int) -> None:
         with self.lock:
             if self.first_tick_at is None and ticks:
                 self.first_tick_at = time.monotonic()
             self.ticks += ticks
-            for won, score, opponent in results:
+            for won, score, opponent, _ in results:
                 self.rounds += 1
                 self.all_wins += won
                 self.wins.append(won)
@@ -156,8 +188,28 @@ def _opponent_names(opponents: Sequence[str], n_matches: int) -> list[str]:
     return [opponents[m % len(opponents)] for m in range(n_matches)]
 
 
+class OpponentPool(Protocol):
+    """Tank 1 of a learning bot's matches: a fixed mix, or a league (``arena.league.LeagueOpponents``)."""
+
+    @property
+    def names(self) -> list[str]:
+        """Each match's current opponent."""
+
+    def act(self, obs: NDArray[np.float32], out: NDArray[np.float32]) -> None:
+        """Write tank 1's actions of every match into ``out`` (matches, tanks, act_dim)."""
+
+    def rounds_ended(self, info: StepInfo) -> None:
+        """Rounds ended in ``info.round_over``: their next rounds start (opponents may change)."""
+
+    def learner(self, policy: Policy) -> None:
+        """The policy the learner acts with this tick (a league plays it and freezes snapshots)."""
+
+    def close(self) -> None:
+        """The bot stops (a league saves its state)."""
+
+
 class _Opponents:
-    """One controller per opponent kind, each driving its matches' tank 1."""
+    """A fixed mix: one controller per opponent kind, each driving its matches' tank 1."""
 
     def __init__(self, names: list[str], seed: int, factory: Callable[[str, int, int], Controller]) -> None:
         self.names = names
@@ -170,9 +222,15 @@ class _Opponents:
         for controller, rows in self.groups:
             out[rows, 1] = controller.act(obs[rows, 1])
 
-    def reset(self, mask: NDArray[np.bool_]) -> None:
+    def rounds_ended(self, info: StepInfo) -> None:
         for controller, rows in self.groups:
-            controller.reset(mask[rows])
+            controller.reset(info.round_over[rows])
+
+    def learner(self, policy: Policy) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def play_learning_bot(
@@ -186,10 +244,11 @@ def play_learning_bot(
     seed: int = 0,
     name: str = "tank",
     log: MatchLog | None = None,
-    opponent_factory: Callable[[str, int, int], Controller] = ScriptedController,
-    report: Callable[[list[tuple[bool, float, str]], int], None] | None = None,
+    opponent_factory: Callable[[str, int, int], Controller] = make_opponent,
+    report: Callable[[list[RoundResult], int], None] | None = None,
     connected: Callable[[BlockingBotClient], None] | None = None,
     watch: Callable[[TankBattle], None] | None = None,
+    league: Callable[[int, int], OpponentPool] | None = None,
 ) -> MatchLog:
     """Play 1v1 rounds as a learning websocket bot until ``rounds`` rounds end or ``stop`` is set.
 
@@ -197,15 +256,18 @@ def play_learning_bot(
     rounds and tick count, for a parent process to aggregate. ``connected`` (if given) receives
     the client once the handshake is done, e.g. to show its policy version from another thread.
     ``watch`` (if given) sees the battle after every tick, before finished rounds are reset
-    (the live dashboard's match view).
+    (the live dashboard's match view). ``league`` (if given) builds the opponents from
+    (matches, seed) instead of the fixed ``opponents`` mix: ``arena.league.LeagueSpec.build``.
 
     Raises:
         HandshakeRejected: the server refused this bot for good (token, sizes).
         OSError, TimeoutError: the server could not be reached (``arena worker`` retries).
     """
     battle = TankBattle(n_matches, 2, rules or TankRules(), seed=seed)
-    names = _opponent_names(opponents, n_matches)
-    rivals = _Opponents(names, seed, opponent_factory)
+    rivals: OpponentPool = (
+        league(n_matches, seed) if league is not None
+        else _Opponents(_opponent_names(opponents, n_matches), seed, opponent_factory)
+    )  # fmt: skip
     log = log or MatchLog()
     # wss:// verifies with the system's CAs (SSL_CERT_FILE adds others): see BotClient.connect.
     config = ClientConfig(
@@ -220,6 +282,7 @@ def play_learning_bot(
             connected(bot)
         obs = battle.observe()
         while not (stop is not None and stop.is_set()) and (rounds is None or log.rounds < rounds):
+            rivals.learner(bot.policy)
             actions[:, 0], logp = bot.act(obs[:, 0])
             rivals.act(obs, actions)
             info = battle.step(actions)
@@ -237,16 +300,17 @@ def play_learning_bot(
                 next_obs=after[:, 0],
                 score=info.scores[:, 0],
             )
-            results = log.record(info, names)
+            results = log.record(info, rivals.names)
             if report is not None:
                 report(results, len(ended))
             if ended.any():
                 battle.reset(ended)
-                rivals.reset(ended)
+                rivals.rounds_ended(info)
                 obs = battle.observe()
             else:
                 obs = after
     finally:
+        rivals.close()
         bot.close()
     return log
 

@@ -26,7 +26,17 @@ from bot_protocol import Policy
 
 from .tank.scripted import SCRIPTED
 
-__all__ = ["MATCH_COLUMNS", "SCRIPTED_OPPONENTS", "evaluate_against_scripted", "match_rows", "plot_curve", "write_report"]
+__all__ = [
+    "LEAGUE_COLUMNS",
+    "MATCH_COLUMNS",
+    "SCRIPTED_OPPONENTS",
+    "evaluate_against_scripted",
+    "league_rows",
+    "match_rows",
+    "plot_curve",
+    "plot_league",
+    "write_report",
+]
 
 SCRIPTED_OPPONENTS: tuple[str, ...] = tuple(SCRIPTED)
 """sitting, spinner, walker, tracker: every scripted bot, in order of difficulty."""
@@ -170,6 +180,61 @@ def plot_curve(rows: Sequence[Mapping[str, Any]], path: Path, tank: bool) -> Pat
     _save(fig, path)
     plt.close(fig)
     return path
+
+
+def _win_rate_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """``league/win_rate/NAME`` columns of the metrics rows as (minutes, win rate) per opponent."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    for row in rows:
+        for key, value in row.items():
+            if key.startswith("league/win_rate/") and isinstance(value, int | float) and "wall_seconds" in row:
+                series.setdefault(key.removeprefix("league/win_rate/"), []).append((float(row["wall_seconds"]) / 60, value))
+    return series
+
+
+def plot_league(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+    """The learner's recent win rate against each league member over time (``league_win_rates.png``).
+
+    Snapshots are drawn thin and grey (there are many, each for a while), the scripted bots and
+    policy files in colour. None when the run had no league or matplotlib is missing.
+    """
+    series = _win_rate_series(rows)
+    plt = _pyplot()
+    if not series or plt is None:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, points in sorted(series.items()):
+        snapshot = name.startswith("self@")
+        ax.plot([p[0] for p in points], [p[1] for p in points], label=None if snapshot else name,
+                color="0.75" if snapshot else None, linewidth=0.8 if snapshot else 1.6)  # fmt: skip
+    ax.set_xlabel("minutes")
+    ax.set_ylabel("learner's win rate (recent rounds)")
+    ax.set_title("win rate against each league member (grey: snapshots)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def league_rows(league: Mapping[str, Any]) -> list[list[str]]:
+    """The ratings table: member, kind, mu ± sigma, ordinal, rounds, the learner's win rate against it."""
+    kinds = {m["name"]: m["kind"] for m in league.get("members", [])}
+    opponents = league.get("opponents", {})
+    body = []
+    for row in league.get("ratings", []):
+        name = row["name"]
+        record = opponents.get(name, {})
+        win = record.get("win_rate")
+        kind = "learner" if name == "learner" else kinds.get(name, "left the league")
+        body.append([name, kind, f"{row['mu']:.1f} ± {row['sigma']:.1f}", f"{row['ordinal']:.1f}", str(row["rounds"]),
+                     "–" if win is None else f"{win:.0%}"])  # fmt: skip
+    return body
+
+
+LEAGUE_COLUMNS = ["member", "kind", "rating (mu ± sigma)", "mu - 3 sigma", "rounds", "learner's win rate"]
 
 
 # ── the page ─────────────────────────────────────────────────────────────────
@@ -339,6 +404,7 @@ def _html(
     throughput: list[tuple[str, str]],
     match_table: Mapping[str, Any] | None,
     curve_png: bytes | None,
+    league_png: bytes | None = None,
 ) -> str:
     if curve_png is not None:
         curve = f'<img alt="learning curve" src="data:image/png;base64,{base64.b64encode(curve_png).decode("ascii")}">'
@@ -350,6 +416,19 @@ def _html(
         )
     else:
         matches = '<p class="note">Not evaluated (not the tank game, no checkpoint, or evaluation turned off).</p>'
+    league = ""
+    if summary.get("league"):
+        chart = ""
+        if league_png is not None:
+            encoded = base64.b64encode(league_png).decode("ascii")
+            chart = f'<img alt="win rate per league member" src="data:image/png;base64,{encoded}">'
+        league = (
+            "<h2>League</h2>"
+            + _table(LEAGUE_COLUMNS, league_rows(summary["league"]))
+            + '<p class="note">openskill ratings from every training round against the learner, ranked by mu - 3 sigma; '
+            "snapshots and scripted bots only met the learner of their time (arena league RUN_DIR plays them all "
+            "against each other).</p>" + chart
+        )
     title = html.escape(_title(summary))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
@@ -363,6 +442,7 @@ def _html(
 </div>
 <h2>Learning curve</h2>{curve}
 <h2>Against each scripted opponent</h2>{matches}
+{league}
 </main></body></html>
 """
 
@@ -447,8 +527,20 @@ def write_report(
         written.append(curve)
     setting_rows = _settings_rows(summary, settings)
     throughput = _throughput_rows(rows, summary, match_table)
+    league = plot_league(rows, out / "league_win_rates.png") if summary.get("league") else None
+    if league is not None:
+        written.append(league)
     page = out / "report.html"
-    page.write_text(_html(summary, setting_rows, throughput, match_table, curve.read_bytes() if curve else None))
+    page.write_text(
+        _html(
+            summary,
+            setting_rows,
+            throughput,
+            match_table,
+            curve.read_bytes() if curve else None,
+            league.read_bytes() if league else None,
+        )
+    )
     written.append(page)
     image = _summary_png(out / "report.png", summary, _curve_points(rows, tank), tank, throughput, match_table)
     if image is not None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOSS_FIGURES", "MetricsLog", "Progress", "summarize", "throughput_figures"]
+__all__ = ["LOSS_FIGURES", "MetricsLog", "Progress", "league_summary", "summarize", "throughput_figures"]
 
 
 LOSS_FIGURES = {
@@ -123,11 +123,22 @@ def throughput_figures(server: Any, rounds_log: Any, pool: Any, trainer_cpu: flo
     return figures
 
 
+def league_summary(spec: Any, table: Any) -> dict[str, Any]:
+    """``summary.json``'s ``league``: its parameters, its members as saved, the ratings and win rates."""
+    members: list[dict[str, Any]] = []
+    if spec.directory is not None:
+        for state in sorted(spec.directory.glob("state*.json")):
+            with contextlib.suppress(OSError, ValueError):
+                members += json.loads(state.read_text()).get("members", [])
+    return {"config": spec.config.as_dict(), "members": members, **table.summary()}
+
+
 class Progress:
     """A live rich table on a terminal; a plain line every 10 s otherwise (CI logs)."""
 
-    def __init__(self, server: Any, started: float, rounds_log: Any) -> None:
+    def __init__(self, server: Any, started: float, rounds_log: Any, league: Any = None) -> None:
         self.server = server
+        self.league = league
         self.started = started
         self.rounds_log = rounds_log
         self.live: Any = None
@@ -173,6 +184,8 @@ class Progress:
         losses = LOSS_FIGURES["ppo" if trainer.agent.name == "ppo" else "off-policy"]
         figures.update({label: f"{m.get(key, float('nan')):.4f}" for label, key in losses.items()})
         figures["loop lag p99"] = f"{server.lag.percentiles()['p99'] * 1000:.1f} ms"
+        if self.league is not None:
+            figures["league"] = self.league.leader_line()
         return figures
 
     def _table(self) -> Any:

@@ -8,12 +8,16 @@ reports finished rounds to the parent through a queue, batched every quarter sec
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing as mp
 import queue
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .play import MatchLog
+from .play import MatchLog, RoundResult
+
+if TYPE_CHECKING:
+    from .league import LeagueSpec
 
 __all__ = ["WorkerPool"]
 
@@ -32,11 +36,12 @@ def _worker_main(
     stop: Any,
     reports: Any,
     index: int = 0,
+    league: LeagueSpec | None = None,
 ) -> None:
     from .play import play_learning_bot
     from .tank.engine import TankRules
 
-    pending: list[tuple[bool, float, str]] = []
+    pending: list[RoundResult] = []
     ticks = 0
     last = time.monotonic()
     cpu_at_first_tick: float | None = None  # start-up (imports, connect) is not the bot's cost per tick
@@ -44,7 +49,7 @@ def _worker_main(
     def cpu() -> float:
         return time.process_time() - (cpu_at_first_tick or time.process_time())
 
-    def report(results: list[tuple[bool, float, str]], step_ticks: int) -> None:
+    def report(results: list[RoundResult], step_ticks: int) -> None:
         nonlocal ticks, last, cpu_at_first_tick
         if cpu_at_first_tick is None:
             cpu_at_first_tick = time.process_time()
@@ -66,6 +71,7 @@ def _worker_main(
             seed=seed,
             name=name,
             report=report,
+            league=None if league is None else functools.partial(league.build, worker=index),
         )
     except KeyboardInterrupt:
         pass  # the parent handles Ctrl-C and stops us through the event
@@ -77,7 +83,15 @@ class WorkerPool:
     """``n`` bot processes (spawned, so no state is inherited from the server process)."""
 
     def __init__(
-        self, n: int, url: str, opponents: list[str], n_matches: int, max_ticks: int, token: str | None, seed: int
+        self,
+        n: int,
+        url: str,
+        opponents: list[str],
+        n_matches: int,
+        max_ticks: int,
+        token: str | None,
+        seed: int,
+        league: LeagueSpec | None = None,
     ) -> None:
         context = mp.get_context("spawn")
         self.stop = context.Event()
@@ -85,7 +99,19 @@ class WorkerPool:
         self.processes = [
             context.Process(
                 target=_worker_main,
-                args=(url, opponents, n_matches, max_ticks, token, seed * 1000 + i, f"tank{i}", self.stop, self.reports, i),
+                args=(
+                    url,
+                    opponents,
+                    n_matches,
+                    max_ticks,
+                    token,
+                    seed * 1000 + i,
+                    f"tank{i}",
+                    self.stop,
+                    self.reports,
+                    i,
+                    league,
+                ),
                 name=f"arena-worker-{i}",
                 daemon=True,
             )

@@ -124,6 +124,21 @@ class Policy:
         settings = weights.explore or explore
         return cls(weights.arch, decode_tensors(weights.tensors), weights.generation, weights.version, settings)
 
+    def to_weights(self) -> Weights:
+        """This policy as a ``weights`` message (its identity and explore settings kept).
+
+        A league keeps frozen copies of a learner this way: a snapshot is saved, reloaded
+        and sent exactly like the weights a server publishes. ``gaussian_mlp`` log-stds are
+        stored as clamped when the policy was built.
+        """
+        tensors: dict[str, NDArray[np.float32]] = {}
+        for i, (weight_t, bias) in enumerate(self._layers):
+            tensors[f"l{i}.weight"] = np.ascontiguousarray(weight_t.T)
+            tensors[f"l{i}.bias"] = bias
+        if not self.deterministic_kind:
+            tensors["log_std"] = self.log_std
+        return Weights.pack(self.generation, self.version, self.arch, tensors, self.explore)
+
     def mean(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
         """The noise-free action for a batch of observations, shape (n, act_dim).
 

@@ -21,10 +21,10 @@ def arena(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def test_train_then_resume_continues_the_policy_version(tmp_path):
     """`arena train` on the tank arena writes its outputs; `--resume` continues the version in a new generation."""
     out = tmp_path / "run"
-    common = ["train", "--ticks-per-round", "150", "--matches", "4", "--out", str(out)]
+    common = ["train", "--ticks-per-round", "150", "--matches", "4", "--out", str(out), "--league-option", "snapshot_every=2"]
     arena(*common, "--rounds", "16")
     first = json.loads((out / "summary.json").read_text())
-    assert first["rounds"] >= 16 and first["updates"] >= 1 and first["opponents"] == ["sitting"]
+    assert first["rounds"] >= 16 and first["updates"] >= 1 and first["opponents"] == ["league"]
     assert {"agent", "policy_version", "updates", "rounds", "transitions", "wall_seconds", "win_rate_last_100"} <= set(first)
     # The layout the run chose, and why (2+ cores: the learning bot in a worker process), and where its time went.
     layout = first["layout"]
@@ -34,10 +34,31 @@ def test_train_then_resume_continues_the_policy_version(tmp_path):
     assert list((out / "checkpoints").glob("*.pt")) and (out / "learning_curve.png").is_file()
     assert (out / "report.html").is_file() and (out / "report.png").is_file()
     assert {row["opponent"] for row in first["evaluation"]["opponents"]} == {"sitting", "spinner", "walker", "tracker"}
+    # The default opponents are the league: its members, ratings and snapshots are in the summary and on disk.
+    league = first["league"]
+    kinds = {m["kind"] for m in league["members"]}
+    assert {"scripted", "snapshot", "self"} <= kinds and league["config"]["snapshot_every"] == 2
+    assert "learner" in {r["name"] for r in league["ratings"]}
+    assert (out / "league" / "state.json").is_file() and (out / "league" / "table.json").is_file()
+    assert any(key.startswith("league/rating/") for key in json.loads((out / "metrics.jsonl").read_text().splitlines()[-1]))
     arena(*common, "--rounds", "16", "--resume")
     second = json.loads((out / "summary.json").read_text())
     assert second["generation"] == first["generation"] + 1
     assert second["policy_version"] > first["policy_version"]
+    # --resume continued the league: its rounds, ratings and snapshots carried over.
+    rounds = {name: r["rounds"] for name, r in second["league"]["opponents"].items()}
+    assert sum(rounds.values()) >= sum(r["rounds"] for r in league["opponents"].values()) + 16
+    kept = {m["name"] for m in league["members"] if m["kind"] == "snapshot"}
+    newest = max(m["version"] for m in second["league"]["members"] if m["kind"] == "snapshot")
+    assert newest > max(m["version"] for m in league["members"] if m["kind"] == "snapshot")
+    assert kept & {m["name"] for m in second["league"]["members"]} or len(kept) == 8
+    # arena league: the training ratings and a round-robin of the final policy and every member.
+    report = json.loads(arena("league", str(out), "--rounds", "2", "--ticks-per-round", "100", "--json").stdout)
+    robin = {r["name"] for r in report["round_robin"]["ratings"]}
+    assert {"final", "sitting", "spinner", "walker", "tracker"} <= robin and any(n.startswith("self@v") for n in robin)
+    assert report["training"]["ratings"] and report["round_robin"]["scores"]["final"]
+    table = arena("league", str(out), "--rounds", "2", "--ticks-per-round", "100").stdout
+    assert "round-robin ratings" in table and "ratings in training" in table
 
 
 def test_train_reach_game(tmp_path):
@@ -82,6 +103,13 @@ def test_match_json_and_export_round_trip(tmp_path):
         ("train", "--agent-option", "no_such_field=1"),
         ("train", "--agent-option", "clip_epsilon=2"),
         ("train", "--agent", "td3", "--agent-option", "entropy_coef=0"),
+        ("train", "--league-option", "exponent=-1"),
+        ("train", "--league-option", "snapshot_every"),
+        ("train", "--league-option", "no_such_option=1"),
+        ("train", "--opponent", "sitting", "--league-option", "exponent=1"),
+        ("match", "--bot", "sniper", "--bot", "sitting"),
+        ("match", "--rate", "--bot", "sitting", "--bot", "royale:/nonexistent"),
+        ("league", "/nonexistent/run"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(args):
@@ -90,6 +118,38 @@ def test_bad_arguments_give_one_line_and_exit_2(args):
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "error" in lines[0], result.stderr
+
+
+def test_opponent_files_that_do_not_fit_are_refused_in_one_line(tmp_path):
+    """An unreadable opponent file, or a policy of other sizes, is one line and exit 2 before anything starts."""
+    import numpy as np
+
+    from bot_protocol import Weights, encode
+
+    garbage = tmp_path / "garbage.weights"
+    garbage.write_bytes(b"not msgpack at all")
+    small = tmp_path / "small.weights"
+    arch = {"kind": "gaussian_mlp", "layers": [3, 4, 1], "activation": "tanh"}
+    tensors = {"l0.weight": np.zeros((4, 3), np.float32), "l0.bias": np.zeros(4, np.float32),
+               "l1.weight": np.zeros((1, 4), np.float32), "l1.bias": np.zeros(1, np.float32),
+               "log_std": np.zeros(1, np.float32)}  # fmt: skip
+    small.write_bytes(encode(Weights.pack(0, 1, arch, tensors)))
+    for opponents in (["league", str(garbage)], [str(small)], ["league", str(small)]):
+        result = arena("train", *(f"--opponent={o}" for o in opponents), "--out", str(tmp_path / "run"), check=False)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 2 and len(lines) == 1, result.stderr
+        assert ("sizes" in lines[0]) == (small.name in lines[0])
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_match_rate_prints_ratings(tmp_path):
+    """`arena match --rate`: a round-robin of the given bots, rated with openskill."""
+    result = arena("match", "--rate", "--bot", "sitting", "--bot", "tracker", "--bot", "spinner", "--rounds", "4",
+                   "--ticks-per-round", "400", "--json")  # fmt: skip
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    order = [row["name"] for row in report["ratings"]]
+    assert set(order) == {"sitting", "tracker", "spinner"} and order.index("tracker") < order.index("sitting")
+    assert report["scores"]["tracker"]["sitting"] > 0.5
 
 
 def test_serve_stops_cleanly_on_sigterm(tmp_path):

@@ -210,13 +210,13 @@ class RoyaleOpponents:
             self._call(self._restart(rows))
 
     def factory(self, kind: str, n: int, seed: int) -> Any:
-        """``play_learning_bot``'s ``opponent_factory``: royale kinds are ours, the rest scripted."""
+        """``play_learning_bot``'s ``opponent_factory``: royale kinds are ours, the rest scripted bots or policy files."""
         if kind in self.rows:
             assert n == len(self.rows[kind]), "the opponent spread differs from play_learning_bot's"
             return RoyaleController(self, kind)
-        from ..play import ScriptedController
+        from ..play import make_opponent
 
-        return ScriptedController(kind, n, seed)
+        return make_opponent(kind, n, seed)
 
     def close(self) -> None:
         """Abort the bots' game, close the endpoint, stop the bots and the loop. Idempotent."""

@@ -1,0 +1,213 @@
+"""The league's part of the ``arena`` command: building a league from flags, ``arena league``, ``arena match --rate``.
+
+``arena.cli`` parses the flags and calls these; each raises ValueError or FileNotFoundError
+with one readable line for bad input, which the CLI prints before exiting with code 2.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..play import Controller, PolicyController, ScriptedController
+from ..tank.engine import TankRules
+from .matchmaking import LeagueConfig
+from .opponents import LeagueSpec
+from .ratings import LeagueTable
+from .round_robin import ControllerFactory, cross_table, rate, round_robin
+from .store import LeagueStore
+
+__all__ = ["league_report", "league_spec", "load_table", "parse_options", "print_league", "rate_bots", "unique_name"]
+
+LEAGUE = "league"
+"""The ``--opponent`` value that trains against the league (the default)."""
+
+
+def parse_options(pairs: Sequence[str]) -> LeagueConfig:
+    """``--league-option KEY=VALUE`` pairs as a validated config."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--league-option {pair!r}: expected KEY=VALUE")
+        options[key.strip()] = value.strip()
+    return LeagueConfig.from_options(options)
+
+
+def unique_name(spec: str, taken: Sequence[str]) -> str:
+    """A short member name for a policy file: its stem (a run directory's name), made unique."""
+    path = Path(spec)
+    name = path.stem if path.suffix in (".pt", ".weights", ".msgpack") else path.name or spec
+    base, k = name, 2
+    while name in taken:
+        name, k = f"{base}#{k}", k + 1
+    return name
+
+
+def check_policy_file(spec: str) -> None:
+    """Load a policy file once, so a bad one fails before any process starts.
+
+    Raises:
+        FileNotFoundError, ValueError: unreadable, or of other sizes than the tank arena's.
+    """
+    from ..policies import load_policy
+    from ..tank.engine import ACT_DIM, OBS_DIM
+
+    try:
+        policy = load_policy(Path(spec))
+    except (FileNotFoundError, ValueError) as exc:
+        raise type(exc)(f"opponent {spec}: {exc}") from None
+    if policy.obs_dim != OBS_DIM or policy.act_dim != ACT_DIM:
+        raise ValueError(
+            f"opponent {spec}: a policy of sizes {policy.obs_dim}→{policy.act_dim}, the tank arena's are {OBS_DIM}→{ACT_DIM}"
+        )
+
+
+def league_spec(
+    files: Sequence[str], options: Sequence[str], directory: Path, resume: bool, exclusive: bool = True
+) -> LeagueSpec:
+    """The league of ``arena train``: the scripted ladder, ``files`` as fixed members, snapshots under ``directory``."""
+    from ..tank.scripted import SCRIPTED
+
+    config = parse_options(options)
+    named: list[tuple[str, str]] = []
+    for spec in files:
+        check_policy_file(spec)
+        named.append((unique_name(spec, [*SCRIPTED, *(n for n, _ in named)]), spec))
+    if resume and not LeagueStore(directory, exclusive=exclusive).state_path.is_file():
+        resume = False  # a run from before the league, or one with fixed opponents: the league starts now
+    return LeagueSpec(config, tuple(SCRIPTED), tuple(named), directory, resume, exclusive)
+
+
+# ── arena league RUN_DIR ─────────────────────────────────────────────────────
+
+
+def load_table(directory: Path) -> LeagueTable | None:
+    """The ratings saved by a run (``OUT/league/table.json``), or None if none were."""
+    path = directory / "table.json"
+    if not path.is_file():
+        return None
+    try:
+        return LeagueTable.from_state(json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is unreadable: {exc}") from None
+
+
+def _member_players(run: Path, directory: Path) -> dict[str, ControllerFactory]:
+    """The final policy, every league member with a policy or a scripted name, as round-robin players."""
+    from ..policies import load_policy
+    from .store import LeagueStore
+
+    players: dict[str, ControllerFactory] = {}
+    final = load_policy(run)
+    players["final"] = _policy_player("final", final)
+    states = sorted(directory.glob("state*.json"))
+    if not states:
+        raise FileNotFoundError(f"no league in {directory} (train with the default --opponent league)")
+    seen: set[str] = set()
+    for state in states:
+        worker = 0 if state.name == "state.json" else int(state.stem.split("-")[-1])
+        loaded = LeagueStore(directory, worker, exclusive=state.name == "state.json").load()
+        if loaded is None:
+            continue
+        league, snapshots = loaded
+        for member in league.members:
+            if member.name in seen or member.kind == "self":
+                continue
+            seen.add(member.name)
+            if member.kind == "scripted":
+                players[member.name] = _scripted_player(member.name)
+            elif member.kind == "snapshot":
+                players[member.name] = _policy_player(member.name, snapshots[member.name])
+            else:
+                players[member.name] = _policy_player(member.name, load_policy(Path(member.source)))
+    return players
+
+
+def _scripted_player(name: str) -> ControllerFactory:
+    def make(n: int, seed: int) -> Controller:
+        return ScriptedController(name, n, seed)
+
+    return make
+
+
+def _policy_player(name: str, policy: Any, stochastic: bool = True) -> ControllerFactory:
+    def make(n: int, seed: int) -> Controller:
+        return PolicyController(name, policy, seed=seed, stochastic=stochastic)
+
+    return make
+
+
+def league_report(
+    run: Path, rounds_per_pair: int, seed: int, ticks_per_round: int, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """``arena league RUN_DIR``: the training ratings, and a round-robin of the final policy and every member.
+
+    Raises:
+        FileNotFoundError, ValueError: no league or no policy in ``run``.
+    """
+    directory = run / "league"
+    table = load_table(directory)
+    players = _member_players(run, directory)
+    results = round_robin(players, rounds_per_pair, seed, TankRules(max_ticks=ticks_per_round), progress)
+    return {
+        "run": str(run),
+        "training": table.summary() if table is not None else None,
+        "round_robin": {
+            "rounds_per_pair": rounds_per_pair,
+            "ratings": rate(results).table(),
+            "scores": cross_table(results),
+        },
+    }
+
+
+def rate_bots(players: Mapping[str, ControllerFactory], rounds_per_pair: int, seed: int, rules: TankRules) -> dict[str, Any]:
+    """``arena match --rate``: a round-robin of the given bots and their openskill ratings."""
+    results = round_robin(players, rounds_per_pair, seed, rules)
+    return {"rounds_per_pair": rounds_per_pair, "ratings": rate(results).table(), "scores": cross_table(results)}
+
+
+def print_league(report: Mapping[str, Any]) -> None:
+    """The ratings tables and the score matrix, as a person reads them."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    training = report.get("training")
+    if training:
+        table = Table(title="ratings in training (rounds against the learner of their time)")
+        for column in ("member", "mu", "sigma", "ordinal", "rounds", "learner's win rate"):
+            table.add_column(column, justify="left" if column == "member" else "right")
+        opponents = training["opponents"]
+        for row in training["ratings"]:
+            record = opponents.get(row["name"], {})
+            win = record.get("win_rate")
+            table.add_row(row["name"], f"{row['mu']:.1f}", f"{row['sigma']:.2f}", f"{row['ordinal']:.1f}",
+                          str(row["rounds"]), "–" if win is None else f"{win:.0%}")  # fmt: skip
+        console.print(table)
+    robin = report.get("round_robin") or report
+    _print_ratings(console, robin, f"round-robin ratings ({robin['rounds_per_pair']} rounds per pair)")
+    scores: Mapping[str, Mapping[str, float]] = robin["scores"]
+    order = [row["name"] for row in robin["ratings"]]
+    matrix = Table(title="score of the row against the column (wins + half the draws)")
+    matrix.add_column("")
+    for name in order:
+        matrix.add_column(name, justify="right")
+    for a in order:
+        matrix.add_row(a, *("–" if a == b else f"{scores[a].get(b, float('nan')):.0%}" for b in order))
+    console.print(matrix)
+
+
+def _print_ratings(console: Any, robin: Mapping[str, Any], title: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in ("#", "bot", "mu", "sigma", "ordinal (mu - 3 sigma)", "rounds"):
+        table.add_column(column, justify="left" if column == "bot" else "right")
+    for i, row in enumerate(robin["ratings"], 1):
+        table.add_row(
+            str(i), row["name"], f"{row['mu']:.1f}", f"{row['sigma']:.2f}", f"{row['ordinal']:.1f}", str(row["rounds"])
+        )
+    console.print(table)

@@ -1,0 +1,262 @@
+"""Who the learner plays next: the league's members and prioritized fictitious self-play (sans-I/O).
+
+A policy trained against one fixed opponent learns to beat that opponent: 10 minutes against
+``tracker`` won 100% against it and 2-4% against ``sitting`` (docs/arena.md). A league keeps
+every kind of opponent in play and spends the rounds where the learner is weakest:
+
+* **members**: the scripted ladder, fixed policies from files, frozen snapshots of the
+  learner (one every ``snapshot_every`` updates, at most ``max_snapshots``), and ``self``:
+  the learner's live policy (self-play, always the newest weights).
+* **the draw** (at each round start, per match): with probability ``self_share`` the learner
+  plays ``self``. Otherwise member *i* is drawn with probability
+
+      p_i = (1 - floor_share) * f_i / sum_j f_j  +  floor_share / n,   f_i = (1 - w_i) ** exponent
+
+  where ``w_i`` is the learner's recent win rate against *i* (draws count half) and ``n`` the
+  number of members other than ``self``: AlphaStar's "hard" PFSP weighting, plus a floor so an
+  opponent the learner already beats keeps being played and is not forgotten.
+* **win rates**: a running mean over each member's rounds that turns into an exponential
+  moving average after ``win_rate_memory`` rounds, starting at 0.5 (worth two rounds) for a
+  new member, so a newcomer is neither ignored nor swamping.
+* **eviction**: when a snapshot would make more than ``max_snapshots``, the snapshot the
+  learner beats most often (the least useful to train against) leaves; the newest one never
+  does. Scripted and file members never leave.
+
+This module holds no policies and does no I/O: :mod:`arena.league.opponents` acts for the
+members, :mod:`arena.league.store` saves the state, so the rule is testable on its own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = ["SELF", "League", "LeagueConfig", "Member", "MemberKind", "snapshot_name"]
+
+SELF = "self"
+"""The member that is the learner's own live policy (self-play)."""
+
+MemberKind = Literal["scripted", "file", "snapshot", "self"]
+
+
+def snapshot_name(version: int) -> str:
+    """The league name of the learner's snapshot at ``version``."""
+    return f"self@v{version}"
+
+
+@dataclass(frozen=True)
+class LeagueConfig:
+    """The league's parameters (``arena train --league-option KEY=VALUE``); validated here.
+
+    The defaults were chosen on the tank arena (docs/arena.md, "The league"): at ~12 updates a
+    second a snapshot every 200 updates is one every ~17 s, 8 snapshots span the last ~2
+    minutes of the learner's history.
+    """
+
+    snapshot_every: int = 200
+    """Learner updates (policy versions) between two snapshots; the first is taken at this version."""
+    max_snapshots: int = 8
+    """Snapshots kept in the league; 0 disables snapshots."""
+    self_share: float = 0.2
+    """Share of rounds against the learner's live policy (``self``); 0 disables self-play."""
+    floor_share: float = 0.2
+    """Share of the other rounds spread evenly over all members, whatever the win rates."""
+    exponent: float = 2.0
+    """PFSP weight (1 - win rate) ** exponent: 0 is uniform, larger focuses on the hardest."""
+    win_rate_memory: int = 100
+    """Rounds the moving-average win rate remembers (its weight per round is 1 / memory)."""
+
+    def __post_init__(self) -> None:
+        for name in ("snapshot_every", "win_rate_memory"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"league {name} must be an integer >= 1, got {value!r}")
+        if (
+            not isinstance(self.max_snapshots, int)
+            or isinstance(self.max_snapshots, bool)
+            or not 0 <= self.max_snapshots <= 64
+        ):
+            raise ValueError(f"league max_snapshots must be an integer in [0, 64], got {self.max_snapshots!r}")
+        for name in ("self_share", "floor_share"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and 0.0 <= value <= 1.0):
+                raise ValueError(f"league {name} must be a number in [0, 1], got {value!r}")
+        if self.self_share >= 1.0:
+            raise ValueError("league self_share must be below 1: the learner must meet other opponents")
+        if not (isinstance(self.exponent, (int, float)) and math.isfinite(self.exponent) and 0.0 <= self.exponent <= 10.0):
+            raise ValueError(f"league exponent must be a number in [0, 10], got {self.exponent!r}")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> LeagueConfig:
+        """Parse ``KEY=VALUE`` strings (CLI); unknown keys and bad values raise ValueError."""
+        types = {f.name: f.type for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, text in options.items():
+            if key not in types:
+                raise ValueError(f"unknown league option {key!r} (choose from {', '.join(types)})")
+            try:
+                values[key] = int(text) if types[key] in (int, "int") else float(text)
+            except ValueError:
+                raise ValueError(f"league option {key}={text!r} is not a number") from None
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Member:
+    """One opponent of the learner and the learner's record against it."""
+
+    name: str
+    kind: MemberKind
+    source: str = ""
+    """Where it comes from: the scripted name, the file given, or the snapshot's file name."""
+    version: int = 0
+    """Snapshots: the learner's policy version it froze."""
+    win_rate: float = 0.5
+    rounds: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class League:
+    """The members and the matchmaking rule (see the module docstring)."""
+
+    config: LeagueConfig
+    members: list[Member] = field(default_factory=list)
+    last_snapshot_version: int = 0
+
+    @classmethod
+    def start(cls, config: LeagueConfig, scripted: Iterable[str], files: Mapping[str, str] = {}) -> League:
+        """A fresh league: the scripted bots, the file policies (name → path) and ``self`` if self-play is on."""
+        members = [Member(name, "scripted", name) for name in scripted]
+        members += [Member(name, "file", path) for name, path in files.items()]
+        if config.self_share > 0:
+            members.append(Member(SELF, "self"))
+        league = cls(config, members)
+        if not league.opponents():
+            raise ValueError("a league needs at least one opponent besides the learner's live self")
+        return league
+
+    def member(self, name: str) -> Member:
+        for member in self.members:
+            if member.name == name:
+                return member
+        raise KeyError(name)
+
+    def opponents(self) -> list[Member]:
+        """Every member but ``self``: the ones PFSP weighs."""
+        return [m for m in self.members if m.kind != "self"]
+
+    def snapshots(self) -> list[Member]:
+        return [m for m in self.members if m.kind == "snapshot"]
+
+    def probabilities(self) -> dict[str, float]:
+        """Each member's chance to be drawn for a match's next round (they sum to 1)."""
+        config = self.config
+        others = self.opponents()
+        weights = np.array([(1.0 - m.win_rate) ** config.exponent for m in others])
+        total = float(weights.sum())
+        pfsp = weights / total if total > 0 else np.full(len(others), 1.0 / len(others))
+        shares = (1.0 - config.floor_share) * pfsp + config.floor_share / len(others)
+        has_self = any(m.kind == "self" for m in self.members)
+        scale = 1.0 - config.self_share if has_self else 1.0
+        probabilities = {m.name: float(scale * p) for m, p in zip(others, shares, strict=True)}
+        if has_self:
+            probabilities[SELF] = config.self_share
+        return probabilities
+
+    def draw(self, rng: np.random.Generator, k: int) -> list[str]:
+        """Opponents for ``k`` matches starting a round, drawn independently by :meth:`probabilities`."""
+        probabilities = self.probabilities()
+        names = list(probabilities)
+        p = np.fromiter(probabilities.values(), float, len(names))
+        return [names[i] for i in rng.choice(len(names), size=k, p=p / p.sum())]
+
+    def record(self, name: str, outcome: float) -> None:
+        """A round against ``name`` ended: ``outcome`` 1 won, 0.5 drawn, 0 lost (by the learner).
+
+        Rounds against a member that left meanwhile (evicted) are ignored.
+        """
+        if not 0.0 <= outcome <= 1.0:
+            raise ValueError(f"outcome must be in [0, 1], got {outcome}")
+        try:
+            member = self.member(name)
+        except KeyError:
+            return
+        member.rounds += 1
+        # The 0.5 start counts as two rounds, so one early loss does not read as "never wins".
+        member.win_rate += (outcome - member.win_rate) / min(member.rounds + 2, self.config.win_rate_memory)
+
+    def wants_snapshot(self, version: int) -> bool:
+        """Whether the learner's policy at ``version`` should be frozen into the league."""
+        config = self.config
+        return config.max_snapshots > 0 and version - self.last_snapshot_version >= config.snapshot_every
+
+    def add_snapshot(self, version: int, source: str = "") -> tuple[Member, Member | None]:
+        """Freeze the learner at ``version``; returns (the new member, the evicted one or None)."""
+        member = Member(snapshot_name(version), "snapshot", source or snapshot_name(version), version)
+        self.last_snapshot_version = version
+        evicted = self._evict() if len(self.snapshots()) >= self.config.max_snapshots else None
+        self.members.insert(self._self_index(), member)
+        return member, evicted
+
+    def _evict(self) -> Member:
+        """Remove the snapshot the learner beats most (the oldest among equals) and return it."""
+        evicted = max(self.snapshots(), key=lambda m: (m.win_rate, -m.version))
+        self.members.remove(evicted)
+        return evicted
+
+    def _self_index(self) -> int:
+        for i, m in enumerate(self.members):
+            if m.kind == "self":
+                return i
+        return len(self.members)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config.as_dict(),
+            "members": [m.as_dict() for m in self.members],
+            "last_snapshot_version": self.last_snapshot_version,
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], config: LeagueConfig | None = None) -> League:
+        """Rebuild from :meth:`state_dict`; ``config`` (if given) replaces the saved parameters.
+
+        Raises:
+            ValueError: the state is malformed.
+        """
+        try:
+            saved = LeagueConfig(**state["config"])
+            members = [Member(**m) for m in state["members"]]
+            last = int(state["last_snapshot_version"])
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a league state: {exc}") from None
+        league = cls(config or saved, members, last)
+        has_self = any(m.kind == "self" for m in members)
+        if league.config.self_share > 0 and not has_self:
+            league.members.append(Member(SELF, "self"))
+        elif league.config.self_share == 0 and has_self:
+            league.members = [m for m in members if m.kind != "self"]
+        while len(league.snapshots()) > league.config.max_snapshots:  # a smaller cap given on resume
+            league._evict()
+        if not league.opponents():
+            raise ValueError("the saved league has no opponents")
+        return league
+
+    def table(self) -> list[dict[str, Any]]:
+        """Members with their draw probability, for progress lines and summaries."""
+        probabilities = self.probabilities()
+        return [
+            {"name": m.name, "kind": m.kind, "win_rate": round(m.win_rate, 4), "rounds": m.rounds,
+             "draw_probability": round(probabilities.get(m.name, 0.0), 4)}
+            for m in self.members
+        ]  # fmt: skip

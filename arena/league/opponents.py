@@ -1,0 +1,177 @@
+"""The league's side of a learning bot: tank 1 of every match, drawn from the league at each round start.
+
+Runs inside the arena process that plays the learner's matches (a worker process or a bot
+thread). Snapshots are frozen copies of the numpy ``Policy`` this bot already acts with
+(each weights swap installs a new object, so keeping a reference freezes it), so they never
+talk to the server and cost one batched forward per snapshot in play per tick.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from bot_protocol import Policy
+
+from ..play import Controller, PolicyController, ScriptedController
+from ..tank.engine import ACT_DIM, StepInfo
+from .matchmaking import SELF, League, LeagueConfig
+from .seats import MixedSeat
+from .store import LeagueStore
+
+__all__ = ["SAVE_EVERY", "LeagueOpponents", "LeagueSpec", "outcomes"]
+
+SAVE_EVERY = 10.0
+"""Seconds between two saves of the league's state (and at every snapshot, and at the end)."""
+
+
+def outcomes(info: StepInfo, matches: NDArray[np.intp]) -> NDArray[np.float64]:
+    """The learner's (tank 0's) result of each ended match: 1 won, 0.5 drawn, 0 lost."""
+    winner = info.winner[matches]
+    return np.where(winner == 0, 1.0, np.where(winner < 0, 0.5, 0.0))
+
+
+@dataclass(frozen=True)
+class LeagueSpec:
+    """Everything a learning bot needs to build its league (picklable, for worker processes).
+
+    ``files`` maps member names to policy files (``--opponent FILE``); ``directory`` (if any)
+    holds the saved league (:class:`LeagueStore`), reloaded when ``resume`` is set.
+    """
+
+    config: LeagueConfig = field(default_factory=LeagueConfig)
+    scripted: tuple[str, ...] = ("sitting", "spinner", "walker", "tracker")
+    files: tuple[tuple[str, str], ...] = ()
+    directory: Path | None = None
+    resume: bool = False
+    exclusive: bool = True
+
+    def describe(self) -> str:
+        """One line for the start-up message."""
+        c = self.config
+        parts = [", ".join(self.scripted), *(name for name, _ in self.files)]
+        if c.max_snapshots:
+            parts.append(f"up to {c.max_snapshots} snapshots, one every {c.snapshot_every} updates")
+        if c.self_share:
+            parts.append(f"self-play {c.self_share:.0%}")
+        return "; ".join(parts) + (", resumed" if self.resume else "")
+
+    def build(self, n_matches: int, seed: int, worker: int = 0) -> LeagueOpponents:
+        """The league's opponents for ``n_matches`` matches (the saved league when resuming).
+
+        Raises:
+            FileNotFoundError, ValueError: a policy file or the saved state cannot be loaded.
+        """
+        from ..policies import load_policy
+
+        store = None if self.directory is None else LeagueStore(self.directory, worker, self.exclusive)
+        loaded = store.load(self.config) if store is not None and self.resume else None
+        policies: dict[str, Policy] = {}
+        for name, path in self.files:
+            policies[name] = load_policy(Path(path))
+        if loaded is not None:
+            league, snapshots = loaded
+            policies |= snapshots
+        else:
+            league = League.start(self.config, self.scripted, dict(self.files))
+        return LeagueOpponents(league, n_matches, seed, policies, store)
+
+
+class LeagueOpponents:
+    """Tank 1 of ``n_matches`` matches, each match's opponent drawn from ``league`` per round.
+
+    The interface :func:`arena.play.play_learning_bot` drives: ``names`` (each match's current
+    opponent), :meth:`act`, :meth:`rounds_ended`, :meth:`learner` and :meth:`close`.
+    """
+
+    def __init__(
+        self, league: League, n_matches: int, seed: int, policies: dict[str, Policy], store: LeagueStore | None = None
+    ) -> None:
+        self.league = league
+        self.n_matches = n_matches
+        self.seed = seed
+        self.rng = np.random.default_rng(seed + 104_729)
+        self.store = store
+        self._policies = dict(policies)
+        self._learner: Policy | None = None
+        self._self: PolicyController | None = None
+        self._saved_at = time.monotonic()
+        self.seat = MixedSeat(1, league.draw(self.rng, n_matches), self._make)
+        if store is not None:
+            store.save(league)
+
+    @property
+    def names(self) -> list[str]:
+        return self.seat.names
+
+    def _make(self, name: str) -> Controller:
+        seed = self.seed + 7919 * (1 + sum(map(ord, name)))
+        member = self.league.member(name)
+        if member.kind == "scripted":
+            return ScriptedController(name, self.n_matches, seed)
+        if member.kind == "self":
+            self._self = _LiveSelf(seed)
+            if self._learner is not None:
+                self._self.policy = self._learner
+            return self._self
+        return PolicyController(name, self._policies[name], seed=seed)
+
+    def learner(self, policy: Policy) -> None:
+        """The policy the learner acts with now: ``self`` plays it; a snapshot freezes it when due."""
+        if policy is self._learner:
+            return
+        self._learner = policy
+        if self._self is not None:
+            self._self.policy = policy
+        if not self.league.wants_snapshot(policy.version):
+            return
+        member, evicted = self.league.add_snapshot(policy.version)
+        self._policies[member.name] = policy
+        if self.store is not None:
+            self.store.save_snapshot(member, policy)
+        if evicted is not None:  # matches playing it finish their round (their controller holds it)
+            self._policies.pop(evicted.name, None)
+            if self.store is not None:
+                self.store.forget_snapshot(evicted)
+        self.save()
+
+    def act(self, obs: NDArray[np.float32], out: NDArray[np.float32]) -> None:
+        self.seat.act(obs, out)
+
+    def rounds_ended(self, info: StepInfo) -> None:
+        """Record the ended rounds in the league, draw their matches' next opponents, reset them."""
+        ended = np.flatnonzero(info.round_over)
+        for m, outcome in zip(ended.tolist(), outcomes(info, ended).tolist(), strict=True):
+            self.league.record(self.names[m], outcome)
+        self.seat.assign(ended, self.league.draw(self.rng, len(ended)))
+        self.seat.drop_unused(lambda name: any(m.name == name for m in self.league.members))
+        self.seat.reset(info.round_over)
+        if self.store is not None and time.monotonic() - self._saved_at >= SAVE_EVERY:
+            self.save()
+
+    def save(self) -> None:
+        if self.store is not None:
+            self.store.save(self.league)
+            self._saved_at = time.monotonic()
+
+    def close(self) -> None:
+        self.save()
+
+
+class _LiveSelf(PolicyController):
+    """The learner's own live policy as an opponent (self-play); swapped with every new version."""
+
+    def __init__(self, seed: int) -> None:
+        self.name = SELF
+        self.policy: Policy | None = None  # type: ignore[assignment]
+        self.stochastic = True
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+        if self.policy is None:  # before the first act of the learner: stand still
+            return np.zeros((len(obs), ACT_DIM), np.float32)
+        return super().act(obs)

@@ -1,0 +1,76 @@
+"""One tank slot of many matches, each match driven by its own controller, batched per controller.
+
+A league changes a match's opponent at every round start, so the matches of one battle are
+played by many controllers at once. :class:`MixedSeat` groups the matches by controller and
+makes one call per controller per tick: a policy acts on its matches' rows only (one batched
+numpy forward), a scripted bot on all rows of the battle, because it keeps per-row state
+sized at construction (its rows not in play are simply not used, and are reset with every
+round start). Numpy's per-call cost dominates at these sizes, so a scripted bot acting on
+128 rows costs about what it costs on 32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from arena.play import Controller, ScriptedController
+
+__all__ = ["MixedSeat"]
+
+
+class MixedSeat:
+    """Acts for tank ``slot`` of ``n`` matches; ``assignment[m]`` names match ``m``'s controller."""
+
+    def __init__(self, slot: int, assignment: Sequence[str], make: Callable[[str], Controller]) -> None:
+        self.slot = slot
+        self.names = list(assignment)
+        self._make = make
+        self.controllers: dict[str, Controller] = {}
+        self._groups: list[tuple[Controller, NDArray[np.intp], bool]] | None = None
+        for name in set(self.names):
+            self.controllers[name] = make(name)
+
+    def add(self, name: str, controller: Controller) -> None:
+        """Make ``controller`` available under ``name`` (e.g. a new snapshot)."""
+        self.controllers[name] = controller
+
+    def assign(self, matches: NDArray[np.intp], names: Sequence[str]) -> None:
+        """Matches ``matches`` play their next round against ``names`` (controllers made on demand)."""
+        for m, name in zip(matches.tolist(), names, strict=True):
+            self.names[m] = name
+            if name not in self.controllers:
+                self.controllers[name] = self._make(name)
+        self._groups = None
+
+    def drop_unused(self, keep: Callable[[str], bool]) -> None:
+        """Forget controllers that no match plays and ``keep`` does not want (evicted snapshots)."""
+        playing = set(self.names)
+        for name in [n for n in self.controllers if n not in playing and not keep(n)]:
+            del self.controllers[name]
+
+    def groups(self) -> list[tuple[Controller, NDArray[np.intp], bool]]:
+        """(controller, its match rows, whether it acts on all rows) for every controller in play."""
+        if self._groups is None:
+            names = np.array(self.names, dtype=object)
+            self._groups = [
+                (self.controllers[name], np.flatnonzero(names == name), isinstance(self.controllers[name], ScriptedController))
+                for name in dict.fromkeys(self.names)
+            ]
+        return self._groups
+
+    def act(self, obs: NDArray[np.float32], out: NDArray[np.float32]) -> None:
+        """Write the actions of tank ``slot`` of every match into ``out`` (matches, tanks, act_dim)."""
+        seat_obs = obs[:, self.slot]
+        for controller, rows, all_rows in self.groups():
+            if all_rows:
+                out[rows, self.slot] = controller.act(seat_obs)[rows]
+            else:
+                out[rows, self.slot] = controller.act(seat_obs[rows])
+
+    def reset(self, mask: NDArray[np.bool_]) -> None:
+        """Rounds start in ``mask``: every controller with per-row state clears those rows."""
+        for controller in self.controllers.values():
+            controller.reset(mask)

@@ -1,0 +1,127 @@
+"""The league's matchmaking rule, exactly as docs/arena.md states it (arena/league/matchmaking.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from arena.league import SELF, League, LeagueConfig, snapshot_name
+
+SCRIPTED = ("sitting", "spinner", "walker", "tracker")
+
+
+def league(**config: float) -> League:
+    return League.start(LeagueConfig(**config), SCRIPTED)  # type: ignore[arg-type]
+
+
+def test_probabilities_follow_the_documented_rule():
+    """p_i = (1 - self) * ((1 - floor) * f_i / sum f + floor / n), f_i = (1 - w_i) ** exponent; self gets its share."""
+    lg = league(self_share=0.25, floor_share=0.2, exponent=2.0)
+    for name, w in zip(SCRIPTED, (1.0, 0.5, 0.2, 0.0), strict=True):
+        lg.member(name).win_rate = w
+    f = np.array([(1 - w) ** 2 for w in (1.0, 0.5, 0.2, 0.0)])
+    expected = 0.75 * (0.8 * f / f.sum() + 0.2 / 4)
+    p = lg.probabilities()
+    assert p[SELF] == pytest.approx(0.25)
+    assert [p[n] for n in SCRIPTED] == pytest.approx(list(expected))
+    assert sum(p.values()) == pytest.approx(1.0)
+    # An opponent the learner always beats keeps its floor: it is not forgotten.
+    assert p["sitting"] == pytest.approx(0.75 * 0.2 / 4)
+    # The hardest is drawn most.
+    assert max(p, key=p.__getitem__) == "tracker"
+
+
+def test_draws_match_the_probabilities():
+    lg = league()
+    lg.member("tracker").win_rate = 0.1
+    lg.member("sitting").win_rate = 0.95
+    drawn = lg.draw(np.random.default_rng(0), 20_000)
+    p = lg.probabilities()
+    for name, share in p.items():
+        assert drawn.count(name) / len(drawn) == pytest.approx(share, abs=0.015)
+
+
+def test_win_rates_move_with_outcomes_and_draws_count_half():
+    lg = league(win_rate_memory=10)
+    for _ in range(50):
+        lg.record("spinner", 1.0)
+        lg.record("walker", 0.5)
+        lg.record("tracker", 0.0)
+    assert lg.member("spinner").win_rate > 0.99
+    assert lg.member("walker").win_rate == pytest.approx(0.5)
+    assert lg.member("tracker").win_rate < 0.01
+    assert lg.member("spinner").rounds == 50
+    lg.record("self@v999", 1.0)  # an evicted member's late round: ignored
+    with pytest.raises(ValueError):
+        lg.record("spinner", 2.0)
+
+
+def test_one_early_loss_does_not_read_as_never_wins():
+    """The 0.5 start weighs as two rounds."""
+    lg = league()
+    lg.record("walker", 0.0)
+    assert lg.member("walker").win_rate == pytest.approx(1 / 3)
+
+
+def test_snapshots_join_every_k_updates_and_the_easiest_leaves():
+    lg = league(snapshot_every=100, max_snapshots=2)
+    assert not lg.wants_snapshot(99) and lg.wants_snapshot(100)
+    first, evicted = lg.add_snapshot(100)
+    assert first.name == snapshot_name(100) == "self@v100" and evicted is None
+    assert not lg.wants_snapshot(199) and lg.wants_snapshot(200)
+    second, _ = lg.add_snapshot(200)
+    first.win_rate, second.win_rate = 0.9, 0.3  # the learner beats the older one easily
+    third, evicted = lg.add_snapshot(300)
+    assert evicted is first
+    assert [m.name for m in lg.snapshots()] == ["self@v200", "self@v300"]
+    # The newest never leaves, even when it is the easiest.
+    third.win_rate, second.win_rate = 1.0, 0.0
+    _, evicted = lg.add_snapshot(400)
+    assert evicted is not None and evicted.name == "self@v300"
+    assert [m.name for m in lg.snapshots()] == ["self@v200", "self@v400"]
+    # Scripted members never leave; ``self`` stays last.
+    assert [m.name for m in lg.members][:4] == list(SCRIPTED) and lg.members[-1].name == SELF
+
+
+def test_no_snapshots_and_no_self_play_when_disabled():
+    lg = league(max_snapshots=0, self_share=0.0)
+    assert not lg.wants_snapshot(10**6)
+    assert SELF not in lg.probabilities()
+
+
+def test_state_round_trip_and_a_new_config_on_resume():
+    lg = league(snapshot_every=10, max_snapshots=3)
+    for version in (10, 20, 30):
+        lg.add_snapshot(version)
+    lg.record("tracker", 1.0)
+    again = League.from_state(lg.state_dict())
+    assert again.state_dict() == lg.state_dict()
+    smaller = League.from_state(lg.state_dict(), LeagueConfig(max_snapshots=1, self_share=0.0))
+    assert len(smaller.snapshots()) == 1 and SELF not in [m.name for m in smaller.members]
+    with pytest.raises(ValueError, match="not a league state"):
+        League.from_state({"members": []})
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"snapshot_every": "0"},
+        {"max_snapshots": "-1"},
+        {"max_snapshots": "65"},
+        {"self_share": "1"},
+        {"floor_share": "1.5"},
+        {"exponent": "-1"},
+        {"exponent": "nan"},
+        {"win_rate_memory": "0"},
+        {"snapshot_every": "many"},
+        {"no_such_option": "1"},
+    ],
+)
+def test_bad_parameters_are_refused(options):
+    with pytest.raises(ValueError, match="league"):
+        LeagueConfig.from_options(options)
+
+
+def test_options_are_typed():
+    config = LeagueConfig.from_options({"snapshot_every": "50", "self_share": "0.3"})
+    assert config.snapshot_every == 50 and isinstance(config.snapshot_every, int) and config.self_share == 0.3
