@@ -22,7 +22,7 @@ from bot_protocol import Policy, RewardMode
 from bot_protocol.client import BlockingBotClient, ClientConfig
 
 from .tank.engine import ACT_DIM, OBS_DIM, StepInfo, TankBattle, TankRules
-from .tank.scripted import make_scripted
+from .tank.scripted import View, make_scripted
 
 __all__ = [
     "Controller",
@@ -65,8 +65,15 @@ class ScriptedController:
         self.name = name
         self._bot = make_scripted(name, n, seed)
 
-    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
-        return self._bot.act(obs)
+    @property
+    def rules(self) -> TankRules:
+        return self._bot.rules
+
+    def act(
+        self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.float32]:
+        """``view``: ``View(obs, self.rules)`` if already computed; ``rows``: which of the ``n`` tanks ``obs`` holds."""
+        return self._bot.act(obs, view, rows)
 
     def reset(self, mask: NDArray[np.bool_]) -> None:
         self._bot.reset(mask)
@@ -91,8 +98,7 @@ class PolicyController:
         self.rng = np.random.default_rng(seed)
 
     def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
-        actions, _ = self.policy.act(obs, self.rng, deterministic=not self.stochastic)
-        return actions
+        return self.policy.sample(obs, self.rng, deterministic=not self.stochastic)
 
     def reset(self, mask: NDArray[np.bool_]) -> None:
         pass

@@ -195,8 +195,9 @@ def _win_rate_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[
 def plot_league(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
     """The learner's recent win rate against each league member over time (``league_win_rates.png``).
 
-    Snapshots are drawn thin and grey (there are many, each for a while), the scripted bots and
-    policy files in colour. None when the run had no league or matplotlib is missing.
+    All snapshots together are one grey dashed line (there are many, each for a while), the
+    scripted bots, policy files and ``self`` in colour. None when the run had no league or
+    matplotlib is missing.
     """
     series = _win_rate_series(rows)
     plt = _pyplot()
@@ -204,12 +205,12 @@ def plot_league(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, points in sorted(series.items()):
-        snapshot = name.startswith("self@")
+        snapshot = name == "snapshots"
         ax.plot([p[0] for p in points], [p[1] for p in points], label=None if snapshot else name,
-                color="0.75" if snapshot else None, linewidth=0.8 if snapshot else 1.6)  # fmt: skip
+                color="0.6" if snapshot else None, linestyle="--" if snapshot else "-")  # fmt: skip
     ax.set_xlabel("minutes")
     ax.set_ylabel("learner's win rate (recent rounds)")
-    ax.set_title("win rate against each league member (grey: snapshots)")
+    ax.set_title("win rate against each league member (grey: all snapshots)")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)

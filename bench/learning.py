@@ -1,16 +1,24 @@
-"""Learning benchmark: `arena train` against an opponent for N minutes, then `arena match` of the result.
+"""Learning benchmark: what `arena train` teaches, against every scripted bot, for the league and a fixed opponent.
 
-Runs the real command line in subprocesses, exactly as a user would:
+Runs the real command line in subprocesses, exactly as a user would, for each case and seed:
 
-1. ``arena train --opponent tracker --minutes 10 --out DIR`` (flags configurable);
-2. ``arena match --bot <final checkpoint> --bot NAME --rounds 200 --json`` against ``sitting``,
-   ``spinner`` and ``tracker``;
-3. the same matches for the *untrained* policy (version 0 of the same run) — the baseline
-   measured in the same run.
+1. ``arena train --minutes M --out DIR --seed S [--opponent ...]``: the cases are
+   ``default`` (the README's main job: 5 minutes against the league, the default opponent),
+   ``league10`` (10 minutes against the league) and ``tracker10`` (10 minutes against a fixed
+   ``tracker``, beside them: what the league buys);
+2. ``arena match --bot <final checkpoint> --bot NAME --rounds 200 --json`` against each scripted
+   bot, with sampled actions (as in training) and with the mean action (``--deterministic``);
+3. for league runs, ``arena league DIR --json``: a round-robin of the final policy against every
+   league member (is the final policy rated the league's highest?);
+4. the same matches for the *untrained* policy of the same seed: the baseline measured in the same run.
 
-Prints progress to stderr and, as its last stdout line, one JSON object with the win rates,
-the targets (>= 95% vs sitting, >= 80% vs spinner, >= 60% vs tracker), the training summary and
-where the learning curve is.
+Prints progress to stderr and, as its last stdout line, one JSON object: per case and seed the
+win rates, the targets (5 minutes: >= 95% sitting, >= 80% spinner and walker, >= 60% tracker;
+10 minutes of league: >= 90% against each) and whether they are met, the training figures,
+and the round-robin ranks.
+
+    python bench/learning.py                              # all three cases, seeds 0 and 1 (~50 minutes)
+    python bench/learning.py --case default --seeds 0     # one 5-minute run
 """
 
 from __future__ import annotations
@@ -22,8 +30,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-TARGETS = {"sitting": 0.95, "spinner": 0.80, "tracker": 0.60}
+SCRIPTED = ("sitting", "spinner", "walker", "tracker")
+FIVE_MINUTE_TARGETS = {"sitting": 0.95, "spinner": 0.80, "walker": 0.80, "tracker": 0.60}
+CASES: dict[str, dict[str, Any]] = {
+    "default": {"minutes": 5.0, "opponents": [], "targets": FIVE_MINUTE_TARGETS},
+    "league10": {"minutes": 10.0, "opponents": [], "targets": dict.fromkeys(SCRIPTED, 0.90)},
+    "tracker10": {"minutes": 10.0, "opponents": ["tracker"], "targets": {}},
+}
+"""case → training minutes, --opponent flags (none: the default league) and win-rate targets."""
 
 
 def arena(*args: str) -> str:
@@ -33,75 +49,86 @@ def arena(*args: str) -> str:
     return result.stdout
 
 
-def win_rates(bot: str, rounds: int, seed: int) -> dict[str, float]:
+def win_rates(bot: str, rounds: int, seed: int, deterministic: bool = False) -> dict[str, float]:
     rates = {}
-    for opponent in TARGETS:
+    for opponent in SCRIPTED:
+        flags = ["--deterministic"] if deterministic else []
         out = json.loads(
-            arena("match", "--bot", bot, "--bot", opponent, "--rounds", str(rounds), "--seed", str(seed), "--json")
+            arena("match", "--bot", bot, "--bot", opponent, "--rounds", str(rounds), "--seed", str(seed), "--json", *flags)
         )
         rates[opponent] = out["bots"][0]["wins"] / out["rounds"]
-        print(f"  {Path(bot).name} vs {opponent}: {rates[opponent]:.0%}", file=sys.stderr, flush=True)
+    how = "mean action" if deterministic else "sampled"
+    print(f"  {Path(bot).name} ({how}): " + ", ".join(f"{k} {v:.0%}" for k, v in rates.items()), file=sys.stderr, flush=True)
     return rates
+
+
+def run_case(case: str, seed: int, rounds: int, root: Path, extra: list[str]) -> dict[str, Any]:
+    spec = CASES[case]
+    out = root / f"{case}-seed{seed}"
+    flags = ["train", "--minutes", str(spec["minutes"]), "--out", str(out), "--seed", str(seed), "--eval-rounds", "0"]
+    flags += [f for o in spec["opponents"] for f in ("--opponent", o)] + extra
+    print(f"{case}, seed {seed}: arena {' '.join(flags)}", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    arena(*flags)
+    summary = json.loads((out / "summary.json").read_text())
+    final = str(sorted((out / "checkpoints").glob("ckpt-*.pt"))[-1])
+    print(
+        f"  trained {summary['transitions_trained']:,} steps, {summary['updates']} updates, {summary['rounds']} rounds in "
+        f"{time.monotonic() - started:.0f} s; evaluating",
+        file=sys.stderr,
+        flush=True,
+    )
+    sampled = win_rates(final, rounds, seed + 1)
+    mean_action = win_rates(final, rounds, seed + 1, deterministic=True)
+    targets: dict[str, float] = spec["targets"]
+    result: dict[str, Any] = {
+        "case": case,
+        "seed": seed,
+        "minutes": spec["minutes"],
+        "opponents": summary.get("opponents"),
+        "transitions_trained": summary["transitions_trained"],
+        "updates": summary["updates"],
+        "trained_steps_per_s": summary.get("throughput", {}).get("trained_steps_per_s"),
+        "win_rate": sampled,
+        "win_rate_deterministic": mean_action,
+        "targets": targets,
+        "met": {k: sampled[k] >= v for k, v in targets.items()},
+        "run_dir": str(out),
+    }
+    if "league" in summary:
+        report = json.loads(arena("league", str(out), "--rounds", "20", "--seed", str(seed), "--json"))
+        ranking = [row["name"] for row in report["round_robin"]["ratings"]]
+        result["round_robin"] = {"ranking": ranking, "final_rank": ranking.index("final") + 1, "members": len(ranking)}
+        print(f"  round-robin: final policy #{ranking.index('final') + 1} of {len(ranking)}: {ranking}", file=sys.stderr)
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=10.0, help="training budget (default 10)")
-    parser.add_argument("--opponent", action="append", help="training opponent(s) (default: tracker)")
+    parser.add_argument("--case", action="append", choices=sorted(CASES), help="cases to run (default: all)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="seeds per case (default: 0 1)")
+    parser.add_argument("--tracker-seeds", type=int, nargs="+", default=None, help="seeds of tracker10 (default: --seeds)")
     parser.add_argument("--rounds", type=int, default=200, help="evaluation rounds per opponent (default 200)")
-    parser.add_argument("--out", type=Path, default=None, help="run directory (default: a temporary one)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--extra", default="", help="extra flags for arena train, e.g. '--matches 32'")
+    parser.add_argument("--out", type=Path, default=None, help="where the runs go (default: a temporary directory)")
+    parser.add_argument("--extra", default="", help="extra flags for arena train, e.g. '--matches 64'")
     args = parser.parse_args()
-    out = args.out or Path(tempfile.mkdtemp(prefix="arena-learning-"))
-    opponents = args.opponent or ["tracker"]
-    train_flags = ["train", "--minutes", str(args.minutes), "--out", str(out), "--seed", str(args.seed)]
-    train_flags += [f for o in opponents for f in ("--opponent", o)] + args.extra.split()
-    print(f"training: arena {' '.join(train_flags)}", file=sys.stderr, flush=True)
-    started = time.monotonic()
-    arena(*train_flags)
-    train_seconds = time.monotonic() - started
-    summary = json.loads((out / "summary.json").read_text())
-    checkpoints = sorted((out / "checkpoints").glob("ckpt-*.pt"))
-    final = str(checkpoints[-1])
-    print(
-        f"trained {summary['updates']} updates, {summary['rounds']} rounds in {train_seconds:.0f} s; evaluating",
-        file=sys.stderr,
-    )
-    trained = win_rates(final, args.rounds, args.seed + 1)
+    root = args.out or Path(tempfile.mkdtemp(prefix="arena-learning-"))
+    runs = []
+    for case in args.case or list(CASES):
+        seeds = args.tracker_seeds if case == "tracker10" and args.tracker_seeds is not None else args.seeds
+        runs += [run_case(case, seed, args.rounds, root, args.extra.split()) for seed in seeds]
 
-    # Baseline in the same run: the untrained policy of the same seed (a fresh run with no update).
-    baseline_dir = out / "untrained"
-    arena(
-        "train",
-        "--rounds",
-        "1",
-        "--ticks-per-round",
-        "1",
-        "--matches",
-        "1",
-        "--out",
-        str(baseline_dir),
-        "--seed",
-        str(args.seed),
-    )
-    untrained_ckpt = str(sorted((baseline_dir / "checkpoints").glob("ckpt-*.pt"))[0])
-    print("untrained baseline:", file=sys.stderr)
-    untrained = win_rates(untrained_ckpt, args.rounds, args.seed + 1)
-
-    result = {
-        "bench": "learning",
-        "train": {"opponents": opponents, "minutes": args.minutes, "extra_flags": args.extra, **summary},
-        "eval_rounds": args.rounds,
-        "win_rate": trained,
-        "untrained_win_rate": untrained,
-        "targets": TARGETS,
-        "met": {k: trained[k] >= v for k, v in TARGETS.items()},
-        "shortfall": {k: round(max(0.0, v - trained[k]), 3) for k, v in TARGETS.items()},
-        "learning_curve": str(out / "learning_curve.png"),
-        "run_dir": str(out),
-    }
-    print(json.dumps(result))
+    # Baseline in the same run: the untrained policy of each seed (a fresh run with no update).
+    baseline = {}
+    for seed in args.seeds:
+        untrained = root / f"untrained-seed{seed}"
+        arena("train", "--opponent", "sitting", "--rounds", "1", "--ticks-per-round", "1", "--matches", "1",
+              "--out", str(untrained), "--seed", str(seed), "--no-report")  # fmt: skip
+        print(f"untrained baseline, seed {seed}:", file=sys.stderr)
+        baseline[seed] = win_rates(str(sorted((untrained / "checkpoints").glob("ckpt-*.pt"))[0]), args.rounds, seed + 1)
+    met = {f"{r['case']}/seed{r['seed']}": all(r["met"].values()) for r in runs if r["targets"]}
+    print(json.dumps({"bench": "learning", "eval_rounds": args.rounds, "runs": runs, "untrained_win_rate": baseline,
+                      "all_targets_met": met, "root": str(root)}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -167,19 +167,24 @@ class Policy:
         (off-policy learners do not use them).
         """
         mean = self.mean(obs)
+        actions = self._sample(mean, rng, deterministic)
         if self.deterministic_kind:
-            zeros = np.zeros(len(mean), dtype=np.float32)
-            if deterministic:
-                return mean, zeros
-            if self.random:
-                return rng.uniform(-self.limit, self.limit, size=mean.shape).astype(np.float32), zeros
-            noisy = mean + np.float32(self.noise) * rng.standard_normal(mean.shape, dtype=np.float32)
-            return np.clip(noisy, -self.limit, self.limit).astype(np.float32), zeros
-        if deterministic:
-            actions = mean
-        else:
-            actions = (mean + self.std * rng.standard_normal(mean.shape, dtype=np.float32)).astype(np.float32)
+            return actions, np.zeros(len(mean), dtype=np.float32)
         return actions, self.log_prob(obs, actions, mean)
+
+    def sample(self, obs: NDArray[np.float32], rng: np.random.Generator, deterministic: bool = False) -> NDArray[np.float32]:
+        """:meth:`act`'s actions alone (same draws from ``rng``), for opponents that send no transitions."""
+        return self._sample(self.mean(obs), rng, deterministic)
+
+    def _sample(self, mean: NDArray[np.float32], rng: np.random.Generator, deterministic: bool) -> NDArray[np.float32]:
+        if deterministic:
+            return mean
+        if self.deterministic_kind:
+            if self.random:
+                return rng.uniform(-self.limit, self.limit, size=mean.shape).astype(np.float32)
+            noisy = mean + np.float32(self.noise) * rng.standard_normal(mean.shape, dtype=np.float32)
+            return np.clip(noisy, -self.limit, self.limit).astype(np.float32)
+        return (mean + self.std * rng.standard_normal(mean.shape, dtype=np.float32)).astype(np.float32)
 
     def log_prob(
         self, obs: NDArray[np.float32], actions: NDArray[np.float32], mean: NDArray[np.float32] | None = None

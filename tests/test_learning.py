@@ -29,6 +29,8 @@ def test_short_training_run_beats_the_untrained_policy(tmp_path):
         "-m",
         "arena.cli",
         "train",
+        "--opponent",
+        "sitting",
         "--workers",
         "1",
         "--minutes",

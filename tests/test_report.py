@@ -131,3 +131,25 @@ def test_reach_curve_is_the_mean_return(tmp_path: Path) -> None:
     assert plot_curve(rows, tmp_path / "curve.png", tank=False) == tmp_path / "curve.png"
     assert plot_curve(rows, tmp_path / "none.png", tank=True) is None
     assert not (tmp_path / "none.png").exists()
+
+
+def test_a_league_run_gets_a_ratings_table_and_a_win_rate_chart(tmp_path: Path) -> None:
+    """The league section: ratings ranked as in summary.json, each member's kind, and the win rate per opponent over time."""
+    from arena.league import LeagueTable
+
+    table = LeagueTable()
+    table.add([(True, 1.0, "sitting", False)] * 30 + [(False, 0.0, "tracker", False)] * 30 + [(True, 1.0, "self@v200", False)])
+    rows = [{**row, **table.metrics()} for row in _rows()]
+    members = [{"name": "sitting", "kind": "scripted"}, {"name": "tracker", "kind": "scripted"}]
+    summary = {**SUMMARY, "opponents": ["league"], "league": {"members": members, **table.summary()}}
+    written = write_report(tmp_path, rows, summary, None)
+    assert tmp_path / "league_win_rates.png" in written
+    page = (tmp_path / "report.html").read_text()
+    assert "<h2>League</h2>" in page and "learner&#x27;s win rate" in page
+    order = [name for name in re.findall(r"<tr><td>([^<]+)</td><td>(?:scripted|learner|left the league)", page)]
+    assert order == [r["name"] for r in table.summary()["ratings"]] and order.index("tracker") < order.index("sitting")
+    assert "left the league" in page  # self@v200 was rated but is no member any more
+    # A run without a league has no league section and no chart.
+    plain = tmp_path / "plain"
+    assert plain / "league_win_rates.png" not in write_report(plain, _rows(), SUMMARY, None)
+    assert "<h2>League</h2>" not in (plain / "report.html").read_text()

@@ -35,17 +35,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["SELF", "League", "LeagueConfig", "Member", "MemberKind", "snapshot_name"]
+__all__ = ["SELF", "SNAPSHOT_PREFIX", "League", "LeagueConfig", "Member", "MemberKind", "snapshot_name"]
 
 SELF = "self"
 """The member that is the learner's own live policy (self-play)."""
 
 MemberKind = Literal["scripted", "file", "snapshot", "self"]
 
+SNAPSHOT_PREFIX = "self@v"
+
 
 def snapshot_name(version: int) -> str:
     """The league name of the learner's snapshot at ``version``."""
-    return f"self@v{version}"
+    return f"{SNAPSHOT_PREFIX}{version}"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 from openskill.models import PlackettLuce
 
-from .matchmaking import SELF
+from .matchmaking import SELF, SNAPSHOT_PREFIX
 
 __all__ = ["LEARNER", "LeagueTable", "Ratings", "RoundOutcome"]
 
@@ -108,6 +108,8 @@ class LeagueTable:
 
     ratings: Ratings = field(default_factory=Ratings)
     records: dict[str, _Record] = field(default_factory=dict)
+    snapshots: _Record = field(default_factory=lambda: _Record())
+    """All rounds against snapshots, together."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     _saved_at: float = field(default_factory=time.monotonic)
 
@@ -121,14 +123,28 @@ class LeagueTable:
                 record.wins += bool(won)
                 record.draws += bool(drawn)
                 record.recent += (outcome - record.recent) / min(record.rounds + 2, 100)
+                if opponent.startswith(SNAPSHOT_PREFIX):  # and all snapshots together, for the charts
+                    together = self.snapshots
+                    together.rounds += 1
+                    together.wins += bool(won)
+                    together.draws += bool(drawn)
+                    together.recent += (outcome - together.recent) / min(together.rounds + 2, 100)
                 if opponent != SELF:
                     self.ratings.record(LEARNER, opponent, outcome)
 
     def metrics(self) -> dict[str, float]:
-        """``league/rating/NAME`` (ordinal) and ``league/win_rate/NAME`` (recent) for a metrics row."""
+        """``league/rating/NAME`` (ordinal) and ``league/win_rate/NAME`` (recent) for a metrics row.
+
+        Snapshots come and go (dozens in a long run), so they appear together, as
+        ``league/win_rate/snapshots``: a row keeps a bounded number of keys.
+        """
         with self.lock:
-            row = {f"league/rating/{r['name']}": r["ordinal"] for r in self.ratings.table()}
-            row |= {f"league/win_rate/{name}": round(r.recent, 4) for name, r in self.records.items()}
+            rows = [r for r in self.ratings.table() if not r["name"].startswith(SNAPSHOT_PREFIX)]
+            row = {f"league/rating/{r['name']}": r["ordinal"] for r in rows}
+            records = [(n, r) for n, r in self.records.items() if not n.startswith(SNAPSHOT_PREFIX)]
+            if self.snapshots.rounds:
+                records.append(("snapshots", self.snapshots))
+            row |= {f"league/win_rate/{name}": round(r.recent, 4) for name, r in records}
         return row
 
     def leader_line(self, top: int = 3) -> str:
@@ -163,12 +179,13 @@ class LeagueTable:
 
     def state_dict(self) -> dict[str, Any]:
         with self.lock:
-            return {"ratings": self.ratings.state_dict(),
+            return {"ratings": self.ratings.state_dict(), "snapshots": vars(self.snapshots).copy(),
                     "records": {n: vars(r).copy() for n, r in self.records.items()}}  # fmt: skip
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> LeagueTable:
         try:
-            return cls(Ratings.from_state(state["ratings"]), {n: _Record(**r) for n, r in state["records"].items()})
+            records = {n: _Record(**r) for n, r in state["records"].items()}
+            return cls(Ratings.from_state(state["ratings"]), records, _Record(**state.get("snapshots", {})))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a league table: {exc}") from None

@@ -2,11 +2,9 @@
 
 A league changes a match's opponent at every round start, so the matches of one battle are
 played by many controllers at once. :class:`MixedSeat` groups the matches by controller and
-makes one call per controller per tick: a policy acts on its matches' rows only (one batched
-numpy forward), a scripted bot on all rows of the battle, because it keeps per-row state
-sized at construction (its rows not in play are simply not used, and are reset with every
-round start). Numpy's per-call cost dominates at these sizes, so a scripted bot acting on
-128 rows costs about what it costs on 32.
+makes one call per controller per tick on its matches' rows only: a policy is one batched numpy
+forward; a scripted bot keeps per-tank state for every match of the battle (sized at
+construction, cleared at each round start) and is told which rows it plays (``rows``).
 """
 
 from __future__ import annotations
@@ -52,7 +50,7 @@ class MixedSeat:
             del self.controllers[name]
 
     def groups(self) -> list[tuple[Controller, NDArray[np.intp], bool]]:
-        """(controller, its match rows, whether it acts on all rows) for every controller in play."""
+        """(controller, its match rows, whether it is a scripted bot) for every controller in play."""
         if self._groups is None:
             names = np.array(self.names, dtype=object)
             self._groups = [
@@ -64,9 +62,10 @@ class MixedSeat:
     def act(self, obs: NDArray[np.float32], out: NDArray[np.float32]) -> None:
         """Write the actions of tank ``slot`` of every match into ``out`` (matches, tanks, act_dim)."""
         seat_obs = obs[:, self.slot]
-        for controller, rows, all_rows in self.groups():
-            if all_rows:
-                out[rows, self.slot] = controller.act(seat_obs)[rows]
+        for controller, rows, scripted in self.groups():
+            if scripted:  # its per-tank state is indexed by match
+                assert isinstance(controller, ScriptedController)
+                out[rows, self.slot] = controller.act(seat_obs[rows], rows=rows)
             else:
                 out[rows, self.slot] = controller.act(seat_obs[rows])
 

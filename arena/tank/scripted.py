@@ -31,6 +31,7 @@ __all__ = [
     "Sitting",
     "Spinner",
     "Tracker",
+    "View",
     "Walker",
     "cross_table",
     "make_scripted",
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 
-class _View:
+class View:
     """Observation columns de-normalized back to game units (degrees, absolute angles)."""
 
     def __init__(self, obs: NDArray[np.float32], rules: TankRules) -> None:
@@ -80,9 +81,25 @@ class ScriptedBot:
         self.rules = rules
         self.rng = np.random.default_rng(seed)
 
-    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Actions (N, ACT_DIM) in [-1, 1] for observations (N, OBS_DIM)."""
+    def act(
+        self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.float32]:
+        """Actions (N, ACT_DIM) in [-1, 1] for observations (N, OBS_DIM).
+
+        ``view`` (if given) is ``View(obs, rules)`` already computed. ``rows`` (if given) says
+        which of the bot's ``n`` tanks ``obs`` holds (``len(rows)`` of them): a league seats a bot
+        on a changing subset of its matches, and numpy's cost grows with the rows.
+        """
         raise NotImplementedError
+
+    def _state(self, values: NDArray[np.float64], rows: NDArray[np.intp] | None) -> NDArray[np.float64]:
+        return values if rows is None else values[rows]
+
+    def _store(self, values: NDArray[np.float64], new: NDArray[np.float64], rows: NDArray[np.intp] | None) -> None:
+        if rows is None:
+            values[:] = new
+        else:
+            values[rows] = new
 
     def reset(self, mask: NDArray[np.bool_]) -> None:
         """A new round starts for the tanks in ``mask`` (shape (n,)): clear their state."""
@@ -90,7 +107,7 @@ class ScriptedBot:
     # --- helpers shared by the bots ---------------------------------------------------------------
 
     def _drive(
-        self, view: _View, desired: NDArray[np.float64], speed: NDArray[np.float64] | float
+        self, view: View, desired: NDArray[np.float64], speed: NDArray[np.float64] | float
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Target velocity and body turn actions to move along the absolute heading ``desired``.
 
@@ -109,7 +126,7 @@ class ScriptedBot:
         return a0, a1
 
     def _gun_turn(
-        self, view: _View, aim: NDArray[np.float64], a0: NDArray[np.float64], a1: NDArray[np.float64]
+        self, view: View, aim: NDArray[np.float64], a0: NDArray[np.float64], a1: NDArray[np.float64]
     ) -> NDArray[np.float64]:
         """Gun turn action bringing the gun onto the absolute direction ``aim`` (the body turn carries the gun)."""
         r = self.rules
@@ -117,7 +134,7 @@ class ScriptedBot:
         body = a1 * (r.max_turn_rate - r.turn_rate_speed_factor * np.abs(v_next))
         return np.clip((_rel(aim - view.gun) - body) / r.max_gun_turn_rate, -1.0, 1.0)
 
-    def _fire(self, power: NDArray[np.float64] | float, aim_error: NDArray[np.float64], view: _View) -> NDArray[np.float64]:
+    def _fire(self, power: NDArray[np.float64] | float, aim_error: NDArray[np.float64], view: View) -> NDArray[np.float64]:
         """Fire action: ``power`` when the gun is within a hull's width of ``aim`` and the gun is cold, else hold."""
         r = self.rules
         power = np.clip(power, r.min_bullet_power, r.max_bullet_power)
@@ -127,7 +144,8 @@ class ScriptedBot:
         return np.where(ok, np.maximum(level, 1e-6), -1.0)
 
     def _pack(self, *cols: NDArray[np.float64] | float) -> NDArray[np.float32]:
-        out = np.zeros((self.n, ACT_DIM), np.float32)
+        n = max(np.size(c) for c in cols)
+        out = np.zeros((n, ACT_DIM), np.float32)
         for k, c in enumerate(cols):
             out[:, k] = c
         return np.clip(out, -1.0, 1.0)
@@ -138,9 +156,12 @@ class Sitting(ScriptedBot):
 
     name = "sitting"
 
-    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
-        _View(obs, self.rules)  # shape check
-        return np.zeros((self.n, ACT_DIM), np.float32)
+    def act(
+        self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.float32]:
+        if view is None:
+            View(obs, self.rules)  # shape check
+        return np.zeros((len(obs), ACT_DIM), np.float32)
 
 
 class Spinner(ScriptedBot):
@@ -150,10 +171,12 @@ class Spinner(ScriptedBot):
     speed = 5.0
     power = 1.5
 
-    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
-        view = _View(obs, self.rules)
-        a0 = np.full(self.n, self.speed / self.rules.max_speed)
-        a1 = np.ones(self.n)
+    def act(
+        self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.float32]:
+        view = view or View(obs, self.rules)
+        a0 = np.full(len(obs), self.speed / self.rules.max_speed)
+        a1 = np.ones(len(obs))
         a2 = self._gun_turn(view, view.enemy_dir, a0, a1)
         a3 = self._fire(self.power, view.gun_bearing, view)
         return self._pack(a0, a1, a2, a3, 1.0)
@@ -178,33 +201,37 @@ class Walker(ScriptedBot):
         self.direction[mask] = np.where(self.rng.random(int(mask.sum())) < 0.5, 1.0, -1.0)
         self.cooldown[mask] = 0.0
 
-    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+    def act(
+        self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.float32]:
         r = self.rules
-        view = _View(obs, r)
+        view = view or View(obs, r)
+        direction, cooldown = self._state(self.direction, rows), self._state(self.cooldown, rows)
         # An enemy blocking the way (as Walls' onHitRobot): reverse along the perimeter.
         travel = view.heading + np.where(view.velocity < 0, 180.0, 0.0)
         blocking = (
             view.has_enemy
             & (view.enemy_distance < 2 * r.tank_radius + 14.0)
             & (np.abs(_rel(view.enemy_dir - travel)) < 80.0)
-            & (self.cooldown <= 0)
+            & (cooldown <= 0)
         )
-        self.direction = np.where(blocking, -self.direction, self.direction)
-        self.cooldown = np.where(blocking, 20.0, self.cooldown - 1.0)
+        direction = np.where(blocking, -direction, direction)
+        self._store(self.direction, direction, rows)
+        self._store(self.cooldown, np.where(blocking, 20.0, cooldown - 1.0), rows)
         # Wall order counter-clockwise: south, east, north, west; CCW travel headings 0, 90, 180, 270.
         dist = np.stack([view.y, r.width - view.x, r.height - view.y, view.x], axis=1)
         near = dist < self.near
-        ccw = self.direction > 0
+        ccw = direction > 0
         prev_near = np.roll(near, 1, axis=1)  # predecessor wall (CCW order) near
         next_near = np.roll(near, -1, axis=1)
         prio = near * (1 + np.where(ccw[:, None], prev_near, next_near))
         wall = np.argmax(prio, axis=1)
         on_wall = near.any(axis=1)
         base = wall * 90.0 + np.where(ccw, 0.0, 180.0)
-        d = dist[np.arange(self.n), wall]
+        d = dist[np.arange(len(obs)), wall]
         # Keep the track: the followed wall is on the right (CCW) or on the left (CW).
         corr = np.clip(0.8 * (d - self.margin), -25.0, 25.0)
-        follow = base - self.direction * corr
+        follow = base - direction * corr
         nearest = np.argmin(dist, axis=1)
         to_wall = nearest * 90.0 + 270.0  # outward normal of the nearest wall
         desired = np.where(on_wall, follow, to_wall)
@@ -234,12 +261,15 @@ class Tracker(ScriptedBot):
         mask = np.asarray(mask, bool)
         self.direction[mask] = np.where(self.rng.random(int(mask.sum())) < 0.5, 1.0, -1.0)
 
-    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+    def act(
+        self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.float32]:
         r = self.rules
-        view = _View(obs, r)
+        view = view or View(obs, r)
         d = view.enemy_distance
         # Movement: toward the enemy when far, perpendicular at the preferred distance, away when close.
-        self.direction = np.where(self.rng.random(self.n) < self.flip_prob, -self.direction, self.direction)
+        direction = self._state(self.direction, rows)
+        direction = np.where(self.rng.random(len(obs)) < self.flip_prob, -direction, direction)
         offset = 90.0 - np.clip((d - self.preferred) * 0.25, -30.0, 70.0)
         margin = r.tank_radius + 30.0
 
@@ -249,11 +279,11 @@ class Tracker(ScriptedBot):
             py = view.y + 110.0 * np.sin(hr)
             return (px < margin) | (px > r.width - margin) | (py < margin) | (py > r.height - margin)
 
-        want = view.enemy_dir + self.direction * offset
-        other = view.enemy_dir - self.direction * offset
+        want = view.enemy_dir + direction * offset
+        other = view.enemy_dir - direction * offset
         b_want, b_other = blocked(want), blocked(other)
         flip = b_want & ~b_other
-        self.direction = np.where(flip, -self.direction, self.direction)
+        self._store(self.direction, np.where(flip, -direction, direction), rows)
         desired = np.where(flip, other, want)
         centre = np.degrees(np.arctan2(0.5 * r.height - view.y, 0.5 * r.width - view.x))
         desired = np.where(b_want & b_other, centre, desired)

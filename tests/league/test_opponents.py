@@ -1,4 +1,4 @@
-"""The league as tank 1 of a learning bot's matches: snapshots, matchmaking, saving and resuming (arena/league/opponents.py)."""
+"""The league as tank 1 of a learning bot's matches: snapshots, saving and resuming (arena/league/opponents.py)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,11 @@ def test_a_snapshot_acts_exactly_like_arena_match_with_its_file(tmp_path):
     names = ["sitting"] * 8
     for m in (1, 4, 6):
         names[m] = member.name
-    seat = MixedSeat(1, names, lambda name: PolicyController(name, loaded, seed=11) if name == member.name else ScriptedController(name, 8, 0))
+
+    def make(name: str):
+        return PolicyController(name, loaded, seed=11) if name == member.name else ScriptedController(name, 8, 0)
+
+    seat = MixedSeat(1, names, make)
     out = np.zeros((8, 2, ACT_DIM), np.float32)
     seat.act(obs, out)
     direct = PolicyController("x", loaded, seed=11).act(obs[[1, 4, 6], 1])

@@ -24,7 +24,8 @@ def test_ratings_move_the_right_way_on_a_scripted_round_robin():
     assert order.index("tracker") < order.index("sitting")
     assert all(row["sigma"] < 25 / 3 for row in table) and all(row["rounds"] == 16 for row in table)
     scores = cross_table(results)
-    assert scores["tracker"]["sitting"] > 0.5 and scores["sitting"]["tracker"] == pytest.approx(1 - scores["tracker"]["sitting"])
+    assert scores["tracker"]["sitting"] > 0.5
+    assert scores["sitting"]["tracker"] == pytest.approx(1 - scores["tracker"]["sitting"])
 
 
 def test_a_draw_moves_ratings_toward_each_other():
