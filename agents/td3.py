@@ -265,8 +265,10 @@ class TD3Agent:
         self.config = config
         self.name = "td3" if config.n_critics == 2 else "ddpg"
         self.max_policy_lag: int | None = None  # off-policy: any policy's experience is welcome
+        self.publish_steps = math.ceil(config.updates_per_publish / config.utd_ratio)
+        """Transitions that earn one publish's updates: the server's default queue bound counts in these."""
         # Sizes the server's queue (4x this): room for the warm-up's bursts and bots' credit in flight.
-        self.update_steps = max(2048, math.ceil(config.updates_per_publish / config.utd_ratio))
+        self.update_steps = max(2048, self.publish_steps)
         self.device = torch.device(config.device)
         torch.manual_seed(config.seed)
         self.actor = DeterministicActor(config.obs_dim, config.act_dim, config.hidden, config.action_limit).to(self.device)

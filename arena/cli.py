@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .defaults import MINIBATCHES, STEPS_PER_AGENT, TANK_MATCHES, TANK_SEGMENT_STEPS, choose_layout, tank_ppo_options
-from .run_log import MetricsLog, Progress, league_summary, summarize, throughput_figures
+from .run_log import MetricsLog, Progress, league_summary, print_summary, summarize, throughput_figures
 
 __all__ = ["main"]
 
@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="a league parameter: snapshot_every (updates, default 200), max_snapshots (8), self_share (0.2), "
-        "floor_share (0.2), exponent (2), win_rate_memory (100 rounds); repeatable",
+        "floor_share (0.2), exponent (2), win_rate_memory (100 rounds), draw_value (0: a draw is no win); repeatable",
     )
     train.add_argument(
         "--matches",
@@ -162,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(tank; 0 skips it; default: 50, a few seconds)",
     )
     train.add_argument("--no-report", action="store_true", help="write no report.html/report.png and skip the evaluation")
+    train.add_argument(
+        "--json", action="store_true", help="end with summary.json's object as one line on stdout instead of a table"
+    )
     train.add_argument(
         "--tensorboard",
         action="store_true",
@@ -339,6 +342,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--out", type=Path, default=Path("runs/serve"), help="checkpoints and metrics (default: runs/serve)")
     serve.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
+    serve.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write every metrics row as TensorBoard scalars to OUT/tensorboard (needs pip install -e '.[tensorboard]')",
+    )
     serve.add_argument("--seed", type=int, default=0, help="seed for the agent")
     _add_server_flags(serve, default_port=8765)
     serve.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain: serve wss:// (needs --tls-key)")
@@ -362,6 +370,14 @@ def build_parser() -> argparse.ArgumentParser:
     gym.add_argument("--seed", type=int, default=0, help="seed for the environment and the exploration noise")
     gym.add_argument("--name", default="gym", help="bot name shown by the server (default: gym)")
     gym.add_argument("--token", default=os.environ.get("ARENA_TOKEN"), help="bearer token (default: $ARENA_TOKEN)")
+    gym.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=10,
+        metavar="N",
+        help="at the end, play N episodes locally with the newest policy's mean action and print their mean return "
+        "(0 skips it; default: 10)",
+    )
 
     export = commands.add_parser(
         "export",
@@ -505,6 +521,15 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> Non
         "~1.3-1.9x more transitions/s in 64-step frames (bench/loop.py); when the trainer is the bottleneck, more in flight "
         "means more of it dropped oldest-first. See docs/architecture.md, 'Credit window'",
     )
+    parser.add_argument(
+        "--queue-steps",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="withhold credit once N steps wait in the server's queue (default: one PPO update's worth; for DDPG/TD3 "
+        "16 publishes' worth, 1,024 steps at their defaults, so a fast bot waits for the trainer and the update-to-data "
+        "ratio holds). Smaller: fresher data, bots wait more",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -556,9 +581,13 @@ def _gym(args: argparse.Namespace) -> int:
     except (OSError, TimeoutError, HandshakeRejected) as exc:
         bot.close()
         raise ValueError(f"cannot connect to {args.url}: {exc}") from None
+    if args.eval_episodes < 0:
+        bot.close()
+        raise ValueError(f"--eval-episodes must be >= 0, got {args.eval_episodes}")
     print(f"arena gym: {args.env} x {args.n_envs} playing as bot {args.name!r} of {args.url}", flush=True)
     returns: list[float] = []
     done = 0
+    policy = None
     started = time.monotonic()
     try:
         while done < args.steps:
@@ -566,6 +595,7 @@ def _gym(args: argparse.Namespace) -> int:
             done += result.steps
             returns.extend(result.episode_returns)
             recent = f"{np.mean(returns[-10:]):.1f}" if returns else "–"
+            policy = result.policy or policy
             version = result.policy.version if result.policy is not None else 0
             print(
                 f"steps={done:,}  episodes={len(returns)}  mean return (last 10)={recent}  "
@@ -577,6 +607,15 @@ def _gym(args: argparse.Namespace) -> int:
         return 130
     finally:
         bot.close()
+    if args.eval_episodes and policy is not None:
+        from .gym_bot import evaluate
+
+        scores = evaluate(policy, args.env, episodes=args.eval_episodes, seed=args.seed + 1)
+        print(
+            f"arena gym: evaluation of policy version {policy.version}: mean return {np.mean(scores):.1f} "
+            f"(± {np.std(scores):.1f}) over {len(scores)} episodes with the mean action",
+            flush=True,
+        )
     return 0
 
 
@@ -629,6 +668,8 @@ def _server_config(args: argparse.Namespace) -> Any:
         if path is not None and not path.is_file():
             raise FileNotFoundError(f"{flag} {path}: no such file")
     extra: dict[str, Any] = {"credit_window": args.credit_window} if getattr(args, "credit_window", None) else {}
+    if getattr(args, "queue_steps", None):
+        extra["queue_max_steps"] = args.queue_steps
     if getattr(args, "tank_agents", None) is not None and args.agent == "ppo":
         extra["segment_steps"] = TANK_SEGMENT_STEPS
     config = ServerConfig(
@@ -647,7 +688,7 @@ def _server_config(args: argparse.Namespace) -> Any:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from server import ServerThread
+    from server import ListenError, ServerThread
 
     from .play import MatchLog, play_learning_bot
     from .reach import ACT_DIM as REACH_ACT
@@ -658,6 +699,7 @@ def _train(args: argparse.Namespace) -> int:
     from .tensorboard import ScalarLogger, ServerScalars, TensorBoardUnavailable
 
     tank = args.game == "tank"
+    out_existed = args.out.exists()
     if not tank and (args.opponent or args.rounds or args.workers or args.league_option):
         raise ValueError("--opponent, --league-option, --rounds and --workers apply to --game tank only")
     if args.eval_rounds < 0:
@@ -755,8 +797,16 @@ def _train(args: argparse.Namespace) -> int:
         f"arena train: {args.agent} {what}, {n_bots} {where} x {args.matches} matches ({layout.reason}), output in {args.out}",
         flush=True,
     )
-    running = ServerThread(server).start()
+    try:
+        running = ServerThread(server).start()
+    except ListenError as exc:  # a busy port: one line, exit 2, and no empty directories left behind
+        for directory in (args.out / "checkpoints", *([] if out_existed else [args.out])):
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only if empty
+        raise ValueError(str(exc)) from None
     _announce_dashboard(server, args.token)
+    if args.resume:
+        print(_resume_line("arena train", server.trainer), flush=True)
     interrupted = False
     pool = None
     try:
@@ -829,7 +879,10 @@ def _train(args: argparse.Namespace) -> int:
         settings = {"matches": args.matches, "bots": args.bots, "workers": args.workers, "seed": args.seed,
                     "ticks_per_round": args.ticks_per_round, "minutes": minutes, "resumed": args.resume}  # fmt: skip
         pictures = write_report(args.out, log.rows, summary, evaluation, settings=settings)
-    print(json.dumps(summary))
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print_summary(summary)
     outputs = [args.out / "summary.json", args.out / "metrics.jsonl", args.out / "checkpoints", *pictures]
     if log.tensorboard is not None:
         outputs.append(log.tensorboard.logdir)
@@ -1165,11 +1218,22 @@ def _worker(args: argparse.Namespace) -> int:
     bot_thread.start()
     last_line = started
 
+    ever_connected = False
+    link_up = False  # as of the last check: the connection up (the client reconnects by itself when it drops)
+
+    def up() -> bool:
+        return bool(client) and client[0].client.connected
+
     def progress(final: bool = False) -> str:
         rate = f"{log.win_rate_last_100:.0%}" if log.rounds else "–"
         version = client[0].policy.version if client else "–"
         reconnects = client[0].stats.reconnects if client else 0
-        state = "stopped:" if final else "playing:" if client else "waiting for the server:"
+        if final:
+            state = "stopped:"
+        elif up():
+            state = "playing:"
+        else:
+            state = "lost the server, reconnecting:" if ever_connected else "waiting for the server:"
         return (
             f"arena worker: {state}  rounds={log.rounds}  win rate (last 100)={rate}  policy version={version}  "
             f"ticks={log.ticks:,}  reconnects={reconnects}  elapsed={time.monotonic() - started:.0f} s"
@@ -1178,6 +1242,13 @@ def _worker(args: argparse.Namespace) -> int:
     while bot_thread.is_alive():
         bot_thread.join(0.25)
         now = time.monotonic()
+        if up() != link_up:
+            link_up = not link_up
+            if link_up and ever_connected:
+                print(f"arena worker: reconnected to {args.url}", flush=True)
+            elif not link_up and client:
+                print(f"arena worker: lost the server at {args.url}; reconnecting with backoff", flush=True)
+            ever_connected = ever_connected or link_up
         if args.minutes is not None and now - started >= args.minutes * 60:
             stop.set()
         if now - last_line >= WORKER_PROGRESS_EVERY:
@@ -1194,6 +1265,9 @@ def _worker(args: argparse.Namespace) -> int:
         print(f"arena worker: error: the bot failed: {exc!r}", file=sys.stderr)
         return 1
     print(progress(final=True), flush=True)
+    if not ever_connected and not log.ticks:
+        print(f"arena worker: error: never reached {args.url} ({budget})", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -1209,14 +1283,25 @@ WORKER_STOP_GRACE = 15.0
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from server import ListenError
+
     from .tank.engine import ACT_DIM, OBS_DIM
+    from .tensorboard import ScalarLogger, ServerScalars, TensorBoardUnavailable
 
     obs_dim, act_dim = args.obs_dim or OBS_DIM, args.act_dim or ACT_DIM
     args.tank_agents = args.agents if (obs_dim, act_dim) == (OBS_DIM, ACT_DIM) else None  # the tank's PPO defaults
-    log = MetricsLog(args.out / "metrics.jsonl", time.monotonic())
+    scalars: list[Any] = []  # the server's figures for each row, once the server exists (as in arena train)
+    log = MetricsLog(args.out / "metrics.jsonl", time.monotonic(), extra=lambda: scalars[0]() if scalars else {})
     server = _make_server(args, obs_dim, act_dim, log)
+    scalars.append(ServerScalars(server))
     log.dashboard = server.dashboard
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.tensorboard:
+        try:
+            log.tensorboard = ScalarLogger(args.out / "tensorboard")
+            log.tensorboard.add_config({k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()})
+        except TensorBoardUnavailable as exc:
+            print(f"arena serve: {exc}", file=sys.stderr)
     logging.getLogger("server").setLevel(logging.INFO)
     logging.getLogger("server.dashboard.http").setLevel(logging.WARNING)  # not one line per page load
 
@@ -1237,6 +1322,8 @@ def _serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
             _announce_dashboard(server, args.token)
+            if args.resume:
+                print(_resume_line("arena serve", server.trainer), flush=True)
             waiters = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(server.wait_failed())]
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
             for waiter in waiters:
@@ -1245,13 +1332,26 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(run())
-    except OSError as exc:
-        print(f"arena serve: error: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
+    except ListenError as exc:  # names the port: the bots' or the dashboard's
+        print(f"arena serve: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if log.tensorboard is not None:
+            log.tensorboard.close()
     if server.failed is not None:
         print(f"arena serve: error: the trainer failed beyond its restart quota: {server.failed!r}", file=sys.stderr)
         return 1
     return 0
+
+
+def _resume_line(command: str, trainer: Any) -> str:
+    """What ``--resume`` resumed: the checkpoint, the new generation and the version it continues."""
+    if trainer.resumed_from is None:
+        return f"{command}: no valid checkpoint to resume from; starting fresh as generation {trainer.generation}"
+    return (
+        f"{command}: resumed from {trainer.resumed_from.name}: generation {trainer.generation}, version "
+        f"{trainer.version}, {trainer.updates:,} updates and {trainer.steps_trained:,} steps trained before"
+    )
 
 
 # ── arena export ─────────────────────────────────────────────────────────────

@@ -310,7 +310,8 @@ def _throughput_rows(
 
     out = [
         ("wall time", f"{wall:,.1f} s"),
-        ("updates", _number(summary.get("updates"))),
+        ("updates (trainer calls)", _number(summary.get("updates"))),
+        ("gradient steps", _number(summary.get("gradient_steps"))),
         ("transitions received", f"{_number(summary.get('transitions'))} ({rate(summary.get('transitions'))})"),
         ("transitions trained", f"{_number(summary.get('transitions_trained'))} ({rate(summary.get('transitions_trained'))})"),
     ]
@@ -331,7 +332,11 @@ def _throughput_rows(
         out.append(("update time, mean", f"{sum(update_seconds) / len(update_seconds) * 1000:,.0f} ms"))
     lag_avg, lag_max = _column(rows, "server/policy_lag_avg"), _column(rows, "server/policy_lag_max")
     if lag_avg:
-        out.append(("policy lag, mean / max", f"{sum(lag_avg) / len(lag_avg):.1f} / {max(lag_max or lag_avg):.0f} versions"))
+        figure = f"{sum(lag_avg) / len(lag_avg):.1f} / {max(lag_max or lag_avg):.0f} versions"
+        if summary.get("agent") in ("ddpg", "td3"):  # a replay buffer trains on old data by design
+            out.append(("age of the data trained, mean / max (off-policy: any age is usable)", figure))
+        else:
+            out.append(("policy lag, mean / max", figure))
     else:
         out.append(("policy lag", "–"))
     loop_p99 = _column(rows, "server/loop_lag_p99_ms")

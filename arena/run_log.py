@@ -9,14 +9,25 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOSS_FIGURES", "MetricsLog", "Progress", "league_summary", "summarize", "throughput_figures"]
+__all__ = [
+    "LOSS_FIGURES",
+    "MetricsLog",
+    "Progress",
+    "league_summary",
+    "print_summary",
+    "strict_json",
+    "summarize",
+    "throughput_figures",
+]
 
 
 LOSS_FIGURES = {
@@ -24,6 +35,15 @@ LOSS_FIGURES = {
     "off-policy": {"critic loss": "train/critic_loss", "actor loss": "train/actor_loss", "mean Q": "train/mean_q"},
 }
 """Progress-display rows per kind of agent: label → metrics key."""
+
+
+def strict_json(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with NaN and infinities as None: ``metrics.jsonl`` is strict JSON (jq, JSON.parse read it).
+
+    ``rollout/win_rate_last_100`` is NaN until the first round ends, for example; Python's
+    ``json`` would write it as the non-standard ``NaN``.
+    """
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
 
 
 class MetricsLog:
@@ -45,7 +65,7 @@ class MetricsLog:
         with self.lock:
             self.rows.append(row)
             with self.path.open("a") as f:
-                f.write(json.dumps(row) + "\n")
+                f.write(json.dumps(strict_json(row)) + "\n")
         if self.dashboard is not None:
             self.dashboard.publish_stats(row)
         if self.tensorboard is not None:
@@ -62,6 +82,7 @@ def summarize(
         "generation": trainer.generation,
         "policy_version": trainer.version,
         "updates": trainer.updates,
+        "gradient_steps": trainer.gradient_steps_total,
         "transitions": int(server.metrics.counter("transitions_received")),
         "transitions_trained": int(server.metrics.counter("transitions_trained")),
         "wall_seconds": round(wall, 1),
@@ -73,7 +94,8 @@ def summarize(
                 "opponents": opponents,
                 "rounds": rounds_log.rounds,
                 "win_rate_last_100": round(rounds_log.win_rate_last_100, 3) if rounds_log.rounds else None,
-                "win_rate_first_100": round(sum(won[:100]) / len(won[:100]), 3) if won else None,
+                # With fewer than 100 rounds the first and the last 100 are the same rounds: no separate figure.
+                "win_rate_first_100": round(sum(won[:100]) / 100, 3) if len(won) >= 100 else None,
                 "ticks": rounds_log.ticks,
                 # Time to a skill, counted from the first environment step (not from the start-up).
                 "win_rate_100_after": None
@@ -133,6 +155,53 @@ def league_summary(spec: Any, table: Any) -> dict[str, Any]:
     return {"config": spec.config.as_dict(), "members": members, **table.summary()}
 
 
+def print_summary(summary: dict[str, Any], file: Any = None) -> None:
+    """The end of ``arena train`` as a person reads it: a short table (every number is in ``summary.json``)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    rows: list[tuple[str, str]] = [("agent", str(summary["agent"])), ("wall time", f"{summary['wall_seconds']:.0f} s")]
+    throughput = summary.get("throughput", {})
+    rate = throughput.get("trained_steps_per_s")
+    steps = f"{summary['transitions_trained']:,}" + (f" ({rate:,} steps/s)" if rate else "")
+    rows += [("steps trained", steps), ("updates", f"{summary['updates']:,} (policy version {summary['policy_version']})")]
+    if "rounds" in summary:
+        rows.append(("opponents", ", ".join(summary["opponents"])))
+        rounds, last = summary["rounds"], summary.get("win_rate_last_100")
+        if last is None:
+            rows.append(("rounds", f"{rounds:,}: none finished"))
+        elif rounds < 100:
+            rows.append(("win rate", f"{last:.0%} of all {rounds} rounds (fewer than 100)"))
+        else:
+            first = summary.get("win_rate_first_100")
+            rows.append(("win rate", f"{first:.0%} in the first 100 rounds, {last:.0%} in the last 100 of {rounds:,}"))
+        perfect = summary.get("win_rate_100_after")
+        if perfect:
+            rows.append(("last 100 rounds all won", f"after {perfect['seconds']:.1f} s, {perfect['steps']:,} steps"))
+    else:
+        first, last = summary["mean_return_first_100"], summary["mean_return_last_100"]
+        rows.append(("mean return", f"{first:.2f} in the first 100 episodes, {last:.2f} in the last 100"))
+    league = summary.get("league")
+    if league and league.get("ratings"):
+        ranking = [r["name"] for r in league["ratings"]]
+        where = f"#{ranking.index('learner') + 1} of {len(ranking)}" if "learner" in ranking else "unrated"
+        rows.append(("league rating", f"learner {where}; top: {', '.join(ranking[:3])}"))
+    evaluation = summary.get("evaluation")
+    if evaluation:
+        rows.append(
+            (f"final policy, {evaluation['rounds_per_opponent']} rounds each",
+             ", ".join(f"{o['opponent']} {o['win_rate']:.0%}" for o in evaluation["opponents"]))
+        )  # fmt: skip
+    table = Table(title="arena train: done", show_header=False)
+    for key, value in rows:
+        table.add_row(key, value)
+    Console(file=file or sys.stdout, width=120).print(table)
+
+
+RATE_WINDOW = 10.0
+"""Seconds the progress display's rates (ticks/s, transitions/s) average over."""
+
+
 class Progress:
     """A live rich table on a terminal; a plain line every 10 s otherwise (CI logs)."""
 
@@ -142,8 +211,8 @@ class Progress:
         self.started = started
         self.rounds_log = rounds_log
         self.live: Any = None
-        self._last_plain = 0.0
-        self._last = (started, 0.0, 0)
+        self._last_plain = started  # the first plain line after one interval: before it, every figure is "–"
+        self._window: deque[tuple[float, float, int]] = deque([(started, 0.0, 0)])
 
     def __enter__(self) -> Progress:
         if sys.stdout.isatty():
@@ -157,15 +226,21 @@ class Progress:
         if self.live is not None:
             self.live.update(self._table())
             self.live.__exit__(None, None, None)
+        elif self._last_plain == self.started:  # a run shorter than one interval: one line at its end
+            print("  ".join(f"{k}={v}" for k, v in self._figures().items()), flush=True)
 
     def _figures(self) -> dict[str, str]:
         server, trainer = self.server, self.server.trainer
         now = time.monotonic()
         received = server.metrics.counter("transitions_received")
         ticks = self.rounds_log.ticks if self.rounds_log is not None else 0
-        then, before, ticks_before = self._last
+        # Rates over the last ~10 s, not since the previous line: an off-policy trainer drains in bursts
+        # and a live table redraws twice a second, so a per-redraw rate would read 0 between drains.
+        self._window.append((now, received, ticks))
+        while len(self._window) > 2 and now - self._window[1][0] >= RATE_WINDOW:
+            self._window.popleft()
+        then, before, ticks_before = self._window[0]
         dt = max(now - then, 1e-6)
-        self._last = (now, received, ticks)
         m = trainer.last_metrics
         figures = {"elapsed": f"{now - self.started:.0f} s"}
         if self.rounds_log is not None:
@@ -175,7 +250,7 @@ class Progress:
         figures.update(
             {
                 "policy version": str(trainer.version),
-                "updates": str(trainer.updates),
+                "updates": f"{trainer.updates} ({trainer.gradient_steps_total:,} gradient steps)",
                 "bots connected": str(len(server.sessions)),
                 "transitions/s": f"{(received - before) / dt:,.0f}",
                 "mean return (last 100)": f"{m.get('rollout/ep_rew_mean', float('nan')):.2f}",
@@ -186,7 +261,7 @@ class Progress:
         figures["loop lag p99"] = f"{server.lag.percentiles()['p99'] * 1000:.1f} ms"
         if self.league is not None:
             figures["league"] = self.league.leader_line()
-        return figures
+        return {k: "–" if v in ("nan", "nan ms") else v for k, v in figures.items()}
 
     def _table(self) -> Any:
         from rich.table import Table

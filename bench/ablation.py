@@ -37,6 +37,8 @@ def run(flags: list[str], out: Path, seconds: float, seed: int) -> dict[str, Any
     """One ``arena train`` run; its summary figures."""
     cmd = [sys.executable, "-m", "arena.cli", "train", "--minutes", str(seconds / 60), "--out", str(out), "--seed", str(seed)]
     cmd += ["--eval-rounds", "0", "--no-report", "--dashboard-port", "-1", *flags]
+    if "--opponent" not in flags:  # time to 100% is measured against sitting
+        cmd += ["--opponent", "sitting"]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"{shlex.join(cmd)} failed ({result.returncode}): {result.stderr.strip()[-800:]}")

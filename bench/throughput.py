@@ -9,8 +9,11 @@ subprocess and are read from its ``summary.json``; SB3's PPO trains in this proc
    16 matches, 2,048-step rollouts in minibatches of 256, 4 epochs, the plain PPO clip);
 2. ``flags``: the fast settings found first with options that existed then (a worker process,
    128 matches, minibatch 4,096, rollout 32,768, 4 epochs, the plain clip);
-3. ``defaults``: ``arena train`` with no flags;
+3. ``defaults``: ``arena train`` with no flags but ``--opponent sitting`` (every run here is against
+   ``sitting`` unless it says otherwise);
 4. ``defaults_mix``: the same against all four scripted bots, spread over the matches;
+   ``defaults_league``: against the league (``arena train``'s default opponent), whose
+   opponents cost the bot side most;
 5. ``sb3_same_shape``: SB3's PPO with our defaults' batch shape (128 envs x 64 steps, minibatch
    1,024, 2 epochs; its other hyperparameters its own), so the figure isolates the system;
 6. ``sb3_defaults``: SB3 with its own defaults (16 envs as ``today``, n_steps 2,048, minibatch 64,
@@ -50,7 +53,7 @@ SEED_PPO = "--agent-option epochs=4 --agent-option proximal_anchor=false"  # PPO
 TODAY = f"--workers 0 --bots 1 --matches 16 --agent-option rollout_steps=2048 --agent-option minibatch_size=256 {SEED_PPO}"
 FLAGS = f"--workers 1 --matches 128 --agent-option minibatch_size=4096 --agent-option rollout_steps=32768 {SEED_PPO}"
 MIX = "--opponent sitting --opponent spinner --opponent walker --opponent tracker"
-OURS = {"today": TODAY, "flags": FLAGS, "defaults": "", "defaults_mix": MIX}
+OURS = {"today": TODAY, "flags": FLAGS, "defaults": "", "defaults_mix": MIX, "defaults_league": "--opponent league"}
 SB3 = {
     "sb3_same_shape": {"n_envs": 128, "n_steps": 64, "batch_size": 1024, "n_epochs": 2},
     "sb3_defaults": {"n_envs": 16, "n_steps": 2048, "batch_size": 64, "n_epochs": 10},
@@ -79,8 +82,11 @@ def eval_win_rate(policy: str, opponent: str, rounds: int, seed: int) -> float:
 
 def run_ours(name: str, flags: str, seconds: float, seed: int, eval_rounds: int, root: Path) -> dict[str, Any]:
     out = root / name
+    extra = shlex.split(flags)
+    if "--opponent" not in extra:  # the speed and time-to-skill figures are against sitting (the league is a case)
+        extra = ["--opponent", "sitting", *extra]
     arena("train", "--minutes", str(seconds / 60), "--out", str(out), "--seed", str(seed), "--eval-rounds", "0",
-          "--no-report", "--dashboard-port", "-1", *shlex.split(flags))  # fmt: skip
+          "--no-report", "--dashboard-port", "-1", *extra)  # fmt: skip
     summary = json.loads((out / "summary.json").read_text())
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     lags = [row["server/policy_lag_avg"] for row in rows if "server/policy_lag_avg" in row]

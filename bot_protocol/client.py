@@ -134,6 +134,11 @@ class BotClient:
         return self.welcome.limits
 
     @property
+    def connected(self) -> bool:
+        """Whether the connection is up now (False while the client waits to reconnect)."""
+        return self._connection is not None and not self._lost.is_set()
+
+    @property
     def credit(self) -> int:
         return self._credit
 

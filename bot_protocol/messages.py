@@ -621,6 +621,8 @@ class TransitionHeader:
             rows["next_obs"] = n_truncated
         columns: dict[str, bytes] = {}
         for key, count in rows.items():
+            if key in ("next_obs", "score") and key not in m:  # rows the flags call for: a row count of 0 (§7.1)
+                raise ProtocolError(ErrorCode.SHAPE, f"field {key!r} is missing; the flags call for {count} row(s)")
             raw = _bytes(m, key)
             expected = count * widths[key] * 4
             if len(raw) != expected:

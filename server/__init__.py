@@ -10,7 +10,7 @@ Typical embedding::
         print(running.url)   # connect bots here
 """
 
-from .app import ServerThread, TrainingServer
+from .app import ListenError, ServerThread, TrainingServer
 from .config import ServerConfig, TrainerConfig
 from .dashboard import Dashboard, DashboardConfig
 from .metrics import Metrics
@@ -21,6 +21,7 @@ from .weights import WeightsSnapshot, make_snapshot
 __all__ = [
     "Dashboard",
     "DashboardConfig",
+    "ListenError",
     "Metrics",
     "ServerConfig",
     "ServerThread",

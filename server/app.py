@@ -62,12 +62,19 @@ from .looplag import LoopLagMonitor
 from .metrics import Metrics
 from .session import BotSession
 from .trainer import Trainer
-from .transition_queue import ON_POLICY_QUEUED_UPDATES, Arrival, TransitionQueue
+from .transition_queue import OFF_POLICY_QUEUED_PUBLISHES, ON_POLICY_QUEUED_UPDATES, Arrival, TransitionQueue
 from .weights import WeightsSnapshot
 
-__all__ = ["ServerThread", "TrainingServer"]
+__all__ = ["ListenError", "ServerThread", "TrainingServer"]
 
 logger = logging.getLogger(__name__)
+
+
+class ListenError(OSError):
+    """A port the server needs cannot be bound (in use, no permission); the message names which one."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 class TrainingServer:
@@ -93,12 +100,14 @@ class TrainingServer:
         self.metrics = Metrics()
         arch, _ = agent.export_actor()
         self.obs_dim, self.act_dim = int(arch["layers"][0]), int(arch["layers"][-1])
-        queue_bytes, credit_steps = self.config.queue_max_bytes, None  # a capacity given is the only bound
+        queue_bytes, credit_steps = self.config.queue_max_bytes, self.config.queue_max_steps  # a bound given is the only one
         if queue_bytes is None:
             step_bytes = 4 * (2 * self.obs_dim + self.act_dim + 8)  # obs, act, logp, reward, ids, share of bootstrap rows
-            queue_bytes = max(64 << 10, 4 * agent.update_steps * step_bytes)
-            if agent.max_policy_lag is not None:
+            if credit_steps is None and agent.max_policy_lag is not None:
                 credit_steps = ON_POLICY_QUEUED_UPDATES * agent.update_steps
+            elif credit_steps is None and getattr(agent, "publish_steps", None):
+                credit_steps = OFF_POLICY_QUEUED_PUBLISHES * agent.publish_steps  # type: ignore[attr-defined]
+            queue_bytes = max(64 << 10, 4 * max(agent.update_steps, credit_steps or 0) * step_bytes)
         self.queue = TransitionQueue(queue_bytes, on_dropped=self._count_queue_drop, credit_steps=credit_steps)
         self.trainer = Trainer(
             agent,
@@ -153,29 +162,35 @@ class TrainingServer:
         cfg = self.config
         self._loop = asyncio.get_running_loop()
         self._failed_event = asyncio.Event()
-        self._server = await serve(
-            self._handler,
-            cfg.host,
-            cfg.port,
-            process_request=self._process_request,
-            subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
-            origins=[None],  # bots send no Origin; a browser page gets 403 (cross-site websocket hijacking)
-            compression=None,  # dense float32 barely deflates; deflate made float batches 28x slower here
-            server_header=None,
-            open_timeout=cfg.open_timeout,
-            ping_interval=cfg.ping_interval,
-            ping_timeout=cfg.ping_timeout,
-            close_timeout=cfg.close_timeout,
-            max_size=cfg.max_message_bytes,
-            max_queue=cfg.max_queue_frames,
-            ssl=self._tls_context(),
-        )
+        try:
+            self._server = await serve(
+                self._handler,
+                cfg.host,
+                cfg.port,
+                process_request=self._process_request,
+                subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
+                origins=[None],  # bots send no Origin; a browser page gets 403 (cross-site websocket hijacking)
+                compression=None,  # dense float32 barely deflates; deflate made float batches 28x slower here
+                server_header=None,
+                open_timeout=cfg.open_timeout,
+                ping_interval=cfg.ping_interval,
+                ping_timeout=cfg.ping_timeout,
+                close_timeout=cfg.close_timeout,
+                max_size=cfg.max_message_bytes,
+                max_queue=cfg.max_queue_frames,
+                ssl=self._tls_context(),
+            )
+        except OSError as exc:
+            raise ListenError(exc.errno, f"cannot listen on {cfg.host}:{cfg.port} for bots: {exc.strerror or exc}") from exc
         if self.dashboard is not None:
             try:
                 await self.dashboard.start()
-            except BaseException:
+            except BaseException as exc:
                 self._server.close()
                 await self._server.wait_closed()
+                if isinstance(exc, OSError) and not isinstance(exc, ListenError):
+                    where = f"{self.dashboard.config.host}:{self.dashboard.config.port}"
+                    raise ListenError(exc.errno, f"cannot listen on {where} for the dashboard: {exc.strerror or exc}") from exc
                 raise
         self._tune_interpreter()
         self.lag.start()
@@ -843,6 +858,8 @@ def _seq_of(fields: Any) -> int | None:
 
 def _respond(connection: ServerConnection, status: http.HTTPStatus, body: str, content_type: str = "text/plain") -> Response:
     response = connection.respond(status, body)
+    # websockets' Headers keep every value set: replace respond()'s own Content-Type, do not add a second.
+    del response.headers["Content-Type"]
     response.headers["Content-Type"] = f"{content_type}; charset=utf-8" if "charset" not in content_type else content_type
     return response
 

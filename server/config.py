@@ -82,6 +82,10 @@ class ServerConfig:
     error_window: float = 60.0
     max_undecodable: int = 3
     """Undecodable frames tolerated per connection before close 1008."""
+    queue_max_steps: int | None = None
+    """Withhold credit once this many steps are queued (``arena serve --queue-steps``); the byte
+    capacity is then derived to hold them. ``None``: one update's worth for an on-policy agent,
+    ``OFF_POLICY_QUEUED_PUBLISHES`` publishes' worth for an off-policy one (``server.transition_queue``)."""
     queue_max_bytes: int | None = None
     """Capacity of the transition queue in bytes; ``None`` derives 4 x the agent's update batch
     (at least 64 KiB) and, for an on-policy agent, also withholds credit once one update's worth
@@ -128,6 +132,10 @@ class ServerConfig:
             problems.append(f"max_message_bytes must be >= 4096, got {self.max_message_bytes}")
         if self.queue_max_bytes is not None and self.queue_max_bytes < 1:
             problems.append(f"queue_max_bytes must be >= 1, got {self.queue_max_bytes}")
+        if self.queue_max_steps is not None and self.queue_max_steps < 1:
+            problems.append(f"queue_max_steps must be >= 1, got {self.queue_max_steps}")
+        if self.queue_max_steps is not None and self.queue_max_bytes is not None:
+            problems.append("give queue_max_steps or queue_max_bytes, not both")
         if not self.max_abs > 0:
             problems.append(f"max_abs must be > 0, got {self.max_abs}")
         if self.max_connections_per_ip is not None and self.max_connections_per_ip < 1:

@@ -19,6 +19,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -138,6 +139,8 @@ class Trainer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
+        self.resumed_from: Path | None = None
+        """The checkpoint ``--resume`` loaded (None: fresh, or no valid checkpoint was found)."""
         if config.resume:
             self.restore()
         self.snapshot = self._make_snapshot()
@@ -469,6 +472,7 @@ class Trainer:
                         self.store.directory, self.generation)  # fmt: skip
             return False
         state, path = found
+        self.resumed_from = path
         self.agent.load_state_dict(state["agent"])
         # Above every generation on disk, even ones in files that failed to verify: their
         # weights may have reached bots.

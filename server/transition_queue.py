@@ -19,8 +19,16 @@ from dataclasses import dataclass
 
 from bot_protocol import TransitionBatch
 
-__all__ = ["ON_POLICY_QUEUED_UPDATES", "Arrival", "TransitionQueue"]
+__all__ = ["OFF_POLICY_QUEUED_PUBLISHES", "ON_POLICY_QUEUED_UPDATES", "Arrival", "TransitionQueue"]
 
+
+OFF_POLICY_QUEUED_PUBLISHES = 16
+"""An off-policy agent's default bound: credit is withheld once this many publishes' worth of steps
+(``agent.publish_steps``: 64 at TD3's defaults, so 1,024 steps) are queued. A bot far faster than the
+trainer then waits for it, the update-to-data ratio the config states is the one the run gets, and the
+bot acts with weights at most ~16 publishes old. Bounded only in bytes (8,192+ steps), a 7,900 steps/s
+Pendulum bot still acted with version 0 at step 16,000 and left 7,552 of 20,000 steps untrained at its end;
+``bench/pendulum.py`` met its target with a 1,024-step bound."""
 
 ON_POLICY_QUEUED_UPDATES = 1
 """Updates' worth of steps an on-policy agent's queue holds before credit is withheld.

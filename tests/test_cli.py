@@ -304,8 +304,10 @@ def test_worker_waits_for_its_server_survives_a_restart_and_stops_on_sigterm():
         with running_server(OBS_DIM, ACT_DIM, port=port) as first:
             lines.wait_for("connected to", timeout(20))
             _wait_for_transitions(first, timeout(20))
+        lines.wait_for("lost the server", timeout(10))  # said at once, not "playing" with frozen counters
         with running_server(OBS_DIM, ACT_DIM, port=port) as second:  # the trainer restarted
             _wait_for_transitions(second, timeout(30))
+            lines.wait_for("reconnected to", timeout(10))
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout(20)) == 0, process.stderr.read()
             assert "stopped:" in lines.wait_for("arena worker: stopped", timeout(5))
@@ -335,6 +337,70 @@ def test_worker_budget_and_refusal():
             for process in (refused, budget):
                 process.kill()
                 process.communicate()
+
+
+def test_worker_that_never_reached_its_server_exits_non_zero():
+    """A budget spent without ever reaching the server is a failure (exit 1, one error line), not a success."""
+    worker = _worker(_free_port(), "--minutes", "0.05")
+    out, err = worker.communicate(timeout=timeout(60))
+    assert worker.returncode == 1 and "never reached" in err, (out, err)
+    assert "waiting for the server" not in out.splitlines()[-1] and "stopped:" in out.splitlines()[-1]
+
+
+def test_a_busy_port_is_one_line_and_exit_2(tmp_path):
+    """`arena train --port P` and `--dashboard-port P` with P held: one line naming that port, exit 2, no empty dirs."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = str(held.getsockname()[1])
+        for flag, what in (("--port", "for bots"), ("--dashboard-port", "for the dashboard")):
+            out = tmp_path / flag.strip("-")
+            result = arena("train", flag, port, "--out", str(out), "--minutes", "0.1", check=False)
+            lines = [line for line in result.stderr.splitlines() if line.strip()]
+            assert result.returncode == 2 and len(lines) == 1, result.stderr
+            assert f"127.0.0.1:{port} {what}" in lines[0] and "Traceback" not in result.stderr
+            assert not out.exists()  # no empty OUT/checkpoints left behind
+        result = arena("serve", "--port", "0", "--dashboard-port", port, "--out", str(tmp_path / "s"), check=False)
+        assert result.returncode == 2 and f"127.0.0.1:{port} for the dashboard" in result.stderr, result.stderr
+
+
+def test_serve_resume_says_what_it_resumed_and_metrics_are_strict_json(tmp_path):
+    """`arena serve --resume` names the checkpoint, generation and version; metrics.jsonl has no NaN."""
+    import signal
+
+    out = tmp_path / "run"
+    arena("train", "--opponent", "sitting", "--matches", "4", "--rounds", "4", "--ticks-per-round", "100",
+          "--out", str(out), "--no-report")  # fmt: skip
+    for line in (out / "metrics.jsonl").read_text().splitlines():
+        json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in metrics.jsonl: {line}"))
+    first = json.loads((out / "summary.json").read_text())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "arena.cli", "serve", "--resume", "--out", str(out), "--port", "0", "--dashboard-port", "-1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        lines = _Lines(process.stdout)
+        line = lines.wait_for("resumed from", timeout(30))
+        assert "ckpt-" in line and f"generation {first['generation'] + 1}" in line
+        assert f"version {first['policy_version']}" in line
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout(20)) == 0
+    finally:
+        process.kill()
+        process.communicate()
+
+
+def test_train_ends_with_a_table_and_json_on_request(tmp_path):
+    """The end of `arena train` is a short table; `--json` prints summary.json's object instead."""
+    common = ["train", "--opponent", "sitting", "--matches", "2", "--rounds", "2", "--ticks-per-round", "50", "--no-report"]
+    table = arena(*common, "--out", str(tmp_path / "a")).stdout
+    assert "arena train: done" in table and "fewer than 100" in table and "{" not in table.splitlines()[-2]
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["win_rate_first_100"] is None and summary["gradient_steps"] >= summary["updates"]
+    lines = arena(*common, "--json", "--out", str(tmp_path / "b")).stdout.splitlines()
+    assert json.loads(next(line for line in lines if line.startswith("{")))["rounds"] >= 2
 
 
 def test_worker_over_wss_verifies_the_certificate(tmp_path):

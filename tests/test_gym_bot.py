@@ -262,3 +262,22 @@ def test_td3_with_another_action_limit_is_refused():
         with pytest.raises(ValueError, match="action_limit=1"):
             bot.connect()
         bot.close()
+
+
+def test_off_policy_pace_holds_the_update_to_data_ratio_against_a_fast_bot():
+    """A bot far faster than TD3's trainer waits for it: little is queued, and the updates keep up with the data."""
+    agent = make_agent("td3", 3, 1, hidden=(16, 16), warmup_steps=200, batch_size=32, updates_per_publish=16)
+    bound = 16 * agent.publish_steps  # server.transition_queue.OFF_POLICY_QUEUED_PUBLISHES publishes' worth
+    with running_server(3, 1, agent=agent) as server:
+        assert server.queue.credit_steps == bound
+        with GymBot(server.url, make_env("Pendulum-v1", n_envs=4), seed=2, name="fast") as bot:
+            most_queued = 0
+            for _ in range(8):
+                result = bot.run(400)
+                most_queued = max(most_queued, server.queue.steps)
+        received = server.metrics.counter("transitions_received")
+        frame = 8 * 64  # the credit window (8 frames of 64 rows) may already be granted when the bound is reached
+        assert most_queued <= bound + frame, (most_queued, bound)
+        # Every step received past the warm-up earns one update (utd_ratio 1); at most the queue's worth is owed.
+        assert agent.updates >= received - agent.warmup_target - bound - frame - agent.config.updates_per_publish
+        assert result.policy is not None and result.policy.version >= 5

@@ -257,7 +257,7 @@ def _mutate(batch: TransitionBatch, **changes) -> bytes:
         ({"obs": [1.0, 2.0]}, ErrorCode.BAD_FIELD),  # float arrays are never msgpack arrays
         ({"seq": -1}, ErrorCode.BAD_FIELD),
         ({"terms": np.zeros((4, 5), np.float32).tobytes()}, ErrorCode.BAD_FIELD),  # terms in a scalar session
-        ({"flags": np.array([0, 2, 0, 0], np.uint8).tobytes()}, ErrorCode.BAD_FIELD),  # truncation without next_obs
+        ({"flags": np.array([0, 2, 0, 0], np.uint8).tobytes()}, ErrorCode.SHAPE),  # truncation without next_obs (§7.1)
     ],
 )
 def test_batch_shape_and_field_checks(changes, code):

@@ -247,6 +247,8 @@ def test_healthz_and_metrics_endpoints():
         request = urllib.request.Request(base + "/metrics", headers={"Authorization": "Bearer s3cret-token"})
         with urllib.request.urlopen(request, timeout=5) as response:
             text = response.read().decode()
+            content_types = response.headers.get_all("Content-Type")
+        assert content_types == ["text/plain; version=0.0.4; charset=utf-8"]  # one header, Prometheus' own
         assert "# TYPE arena_connected_bots gauge" in text
         assert 'arena_loop_lag_seconds{stat="p99"}' in text
 

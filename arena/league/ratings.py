@@ -90,7 +90,13 @@ class _Record:
     wins: int = 0
     draws: int = 0
     recent: float = 0.5
-    """Moving average of the learner's outcome against this opponent (window ~100 rounds)."""
+    """Moving average of the learner's wins against this opponent (window ~100 rounds; a draw is no win)."""
+
+    def add(self, won: bool, drawn: bool) -> None:
+        self.rounds += 1
+        self.wins += bool(won)
+        self.draws += bool(drawn)
+        self.recent += (float(won) - self.recent) / min(self.rounds + 2, 100)
 
     def summary(self) -> dict[str, Any]:
         win_rate = round(self.wins / self.rounds, 4) if self.rounds else None
@@ -119,16 +125,9 @@ class LeagueTable:
             for won, _, opponent, drawn in results:
                 outcome = 0.5 if drawn else float(won)
                 record = self.records.setdefault(opponent, _Record())
-                record.rounds += 1
-                record.wins += bool(won)
-                record.draws += bool(drawn)
-                record.recent += (outcome - record.recent) / min(record.rounds + 2, 100)
+                record.add(won, drawn)
                 if opponent.startswith(SNAPSHOT_PREFIX):  # and all snapshots together, for the charts
-                    together = self.snapshots
-                    together.rounds += 1
-                    together.wins += bool(won)
-                    together.draws += bool(drawn)
-                    together.recent += (outcome - together.recent) / min(together.rounds + 2, 100)
+                    self.snapshots.add(won, drawn)
                 if opponent != SELF:
                     self.ratings.record(LEARNER, opponent, outcome)
 

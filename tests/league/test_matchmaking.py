@@ -41,14 +41,18 @@ def test_draws_match_the_probabilities():
         assert drawn.count(name) / len(drawn) == pytest.approx(share, abs=0.015)
 
 
-def test_win_rates_move_with_outcomes_and_draws_count_half():
+def test_win_rates_move_with_outcomes_and_a_draw_is_no_win():
     lg = league(win_rate_memory=10)
     for _ in range(50):
         lg.record("spinner", 1.0)
         lg.record("walker", 0.5)
         lg.record("tracker", 0.0)
     assert lg.member("spinner").win_rate > 0.99
-    assert lg.member("walker").win_rate == pytest.approx(0.5)
+    assert lg.member("walker").win_rate < 0.01  # draw_value 0: drawing with an opponent is not beating it
+    halves = league(draw_value=0.5)
+    for _ in range(50):
+        halves.record("walker", 0.5)
+    assert halves.member("walker").win_rate == pytest.approx(0.5)
     assert lg.member("tracker").win_rate < 0.01
     assert lg.member("spinner").rounds == 50
     lg.record("self@v999", 1.0)  # an evicted member's late round: ignored
@@ -113,6 +117,7 @@ def test_state_round_trip_and_a_new_config_on_resume():
         {"exponent": "-1"},
         {"exponent": "nan"},
         {"win_rate_memory": "0"},
+        {"draw_value": "2"},
         {"snapshot_every": "many"},
         {"no_such_option": "1"},
     ],

@@ -827,7 +827,7 @@ D10_CASES: list[tuple[str, dict[str, Any], ErrorCode]] = [
     ("obs as a msgpack array of floats", {"obs": [0.0] * 16}, ErrorCode.BAD_FIELD),
     ("obs as str", {"obs": "\x00" * 64}, ErrorCode.BAD_FIELD),
     ("obs missing", {"obs": _DROP}, ErrorCode.BAD_FIELD),
-    ("truncation without next_obs", {"flags": bytes([0, 2, 0, 0])}, ErrorCode.BAD_FIELD),
+    ("truncation without next_obs", {"flags": bytes([0, 2, 0, 0])}, ErrorCode.SHAPE),
     ("truncation with 2 next_obs rows", {"flags": bytes([0, 2, 0, 0]), "next_obs": _zeros(2, 4)}, ErrorCode.SHAPE),
     ("next_obs rows without a truncation", {"next_obs": _zeros(1, 4)}, ErrorCode.SHAPE),
     ("terms in a scalar session", {"terms": _zeros(4, 5)}, ErrorCode.BAD_FIELD),
