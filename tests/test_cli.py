@@ -374,7 +374,7 @@ def test_serve_resume_says_what_it_resumed_and_metrics_are_strict_json(tmp_path)
     arena("train", "--opponent", "sitting", "--matches", "4", "--rounds", "4", "--ticks-per-round", "100",
           "--out", str(out), "--no-report")  # fmt: skip
     for line in (out / "metrics.jsonl").read_text().splitlines():
-        json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in metrics.jsonl: {line}"))
+        json.loads(line, parse_constant=lambda name, row=line: pytest.fail(f"{name} in metrics.jsonl: {row}"))
     first = json.loads((out / "summary.json").read_text())
     process = subprocess.Popen(
         [sys.executable, "-m", "arena.cli", "serve", "--resume", "--out", str(out), "--port", "0", "--dashboard-port", "-1"],
