@@ -385,10 +385,15 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Write the policy of CHECKPOINT as one encoded 'weights' message — exactly what bots receive "
             "online (msgpack: arch, safetensors tensors, sha256; see docs/protocol.md) — for bots that load "
-            "weights offline. bot_protocol.Policy and 'arena match --bot FILE' read it."
+            "weights offline. bot_protocol.Policy and 'arena match --bot FILE' read it. CHECKPOINT may also be a run "
+            "directory (its newest checkpoint) or, with --royale, an exported weights file."
         ),
     )
-    export.add_argument("checkpoint", type=Path, help="a checkpoint file (*.pt with its .json manifest) or a run directory")
+    export.add_argument(
+        "checkpoint",
+        type=Path,
+        help="a checkpoint file (*.pt with its .json manifest) or a run directory; with --royale also a weights file",
+    )
     export.add_argument("-o", "--output", type=Path, required=True, help="file to write (e.g. policy.weights)")
     export.add_argument(
         "--royale", action="store_true", help="write a Tank Royale bot directory OUTPUT instead (see docs/royale.md)"
@@ -477,7 +482,7 @@ def _agent_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {"seed": args.seed, "device": device}
     tank_agents = getattr(args, "tank_agents", None)
     if args.agent == "ppo" and tank_agents is not None:
-        options.update(tank_ppo_options(tank_agents))
+        options.update(tank_ppo_options(tank_agents, league=getattr(args, "tank_league", False)))
     options.update(_parse_agent_options(args.agent, args.agent_option))
     if args.agent in ("ddpg", "td3"):
         options["save_replay"] = bool(args.save_replay)
@@ -716,6 +721,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.matches is None:
         args.matches = TANK_MATCHES if tank else 16
     args.tank_agents = args.matches * (args.workers or args.bots) if tank else None  # sizes PPO's rollout
+    args.tank_league = tank and LEAGUE in opponents  # and PPO's entropy bonus (arena.defaults.LEAGUE_PPO)
     rules = TankRules(max_ticks=args.ticks_per_round)
     minutes = args.minutes
     if minutes is None and args.rounds is None and args.steps is None:
@@ -1036,6 +1042,8 @@ def _match(args: argparse.Namespace) -> int:
             f"{row['mean_score']:.1f}",
             f"{row['mean_energy']:.1f}",
         )
+    if "draws" in result:
+        table.caption = f"draws (no winner): {result['draws']}; mean round length: {result['mean_round_ticks']:,} ticks"
     Console().print(table)
     return 0
 
@@ -1167,7 +1175,9 @@ def _worker(args: argparse.Namespace) -> int:
 
     def connected(bot: BlockingBotClient) -> None:
         client[:] = [bot]
-        print(f"arena worker: connected to {args.url} as {name!r}, policy version {bot.policy.version}", flush=True)
+        welcome = bot.client.welcome
+        server_id = f" (the server's id: {welcome.bot_id!r})" if welcome is not None else ""
+        print(f"arena worker: connected to {args.url} as {name!r}{server_id}, policy version {bot.policy.version}", flush=True)
 
     def play() -> None:
         delay, attempt = WORKER_BACKOFF[0], 0
@@ -1325,8 +1335,9 @@ def _serve(args: argparse.Namespace) -> int:
             if args.resume:
                 print(_resume_line("arena serve", server.trainer), flush=True)
             waiters = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(server.wait_failed())]
+            watcher = asyncio.ensure_future(_say_when_caught_up(server))
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            for waiter in waiters:
+            for waiter in [*waiters, watcher]:
                 waiter.cancel()
             print("arena serve: stopping (bots get 1001, final checkpoint)…", flush=True)
 
@@ -1342,6 +1353,33 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"arena serve: error: the trainer failed beyond its restart quota: {server.failed!r}", file=sys.stderr)
         return 1
     return 0
+
+
+async def _say_when_caught_up(server: Any, every: float = 0.5) -> None:
+    """Print one line each time the bots have gone and the trainer has worked off what they sent.
+
+    A bot faster than the trainer ends before its last steps are trained; this line tells the
+    user when the run's numbers are final (``arena gym`` ends, then ``arena serve`` says so).
+    """
+    backlog = False
+    while True:
+        await asyncio.sleep(every)
+        books = server.accounting()
+        on_policy = server.trainer.agent.max_policy_lag is not None
+        waiting = books["queued"] + (0 if on_policy else books["pending_in_agent"])
+        if server.sessions or waiting:
+            backlog = backlog or bool(books["received"])
+            continue
+        if backlog:
+            backlog = False
+            held = (
+                f", {books['pending_in_agent']:,} held for the next update" if on_policy and books["pending_in_agent"] else ""
+            )
+            print(
+                f"arena serve: no bots connected and the trainer caught up: {books['received']:,} steps received, "
+                f"{books['trained']:,} trained{held} (policy version {server.trainer.version})",
+                flush=True,
+            )
 
 
 def _resume_line(command: str, trainer: Any) -> str:

@@ -335,7 +335,9 @@ def play_match(
     ``observer`` (if given) sees every tick, e.g. to record the match (with ``n_matches=1``
     the rounds are played one after another, so one recording replays them all).
 
-    Returns ``{"rounds": N, "bots": [{"name", "wins", "mean_score", "mean_energy"}, ...]}``.
+    Returns ``{"rounds": N, "draws": D, "mean_round_ticks": T, "bots": [{"name", "wins",
+    "mean_score", "mean_energy"}, ...]}``: a draw is a round no bot won (all dead in one tick,
+    or still open at the tick cap).
     """
     n_tanks = len(players)
     if n_tanks < 2:
@@ -345,7 +347,8 @@ def play_match(
     wins = np.zeros(n_tanks, np.int64)
     score_sum = np.zeros(n_tanks)
     energy_sum = np.zeros(n_tanks)
-    done = 0
+    done = draws = 0
+    round_ticks = 0  # ticks of the counted rounds, summed (each match's battle.tick at its round's end)
     # Rounds still to start in each match slot, so exactly ``rounds`` rounds are played.
     remaining = np.full(n_matches, rounds // n_matches, np.int64)
     remaining[: rounds % n_matches] += 1
@@ -364,6 +367,9 @@ def play_match(
         for m in np.flatnonzero(ended):
             if info.winner[m] >= 0:
                 wins[info.winner[m]] += 1
+            else:
+                draws += 1
+            round_ticks += int(battle.tick[m])  # before the reset below
             score_sum += info.scores[m]
             energy_sum += np.where(info.alive[m], battle.energy[m], 0.0)
             done += 1
@@ -379,6 +385,8 @@ def play_match(
                 progress(done)
     return {
         "rounds": rounds,
+        "draws": draws,
+        "mean_round_ticks": round(round_ticks / rounds, 1),
         "bots": [
             {
                 "name": player.name,

@@ -656,6 +656,11 @@ def _draw(recording: Recording, i: int, width: int) -> Any:
         return at(x, y), at(x + length * float(np.cos(a)), y + length * float(np.sin(a)))
 
     r = radius * scale
+    taken: list[tuple[float, float, float, float]] = []  # label and bar boxes already drawn: labels avoid them
+
+    def free(box: tuple[float, float, float, float]) -> bool:
+        return not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in taken)
+
     for t, (x, y, heading, gun, radar, energy, alive) in enumerate(snap["tanks"]):
         color = _TANK_COLOR + t % 8 if alive else 3
         cx, cy = at(x, y)
@@ -669,9 +674,18 @@ def _draw(recording: Recording, i: int, width: int) -> Any:
             draw.rectangle(
                 (cx - r, top, cx - r + bar_w * min(energy, 100.0) / 100.0, top + max(2.0, r / 5)), fill=6 if energy > 25 else 5
             )
-        below = cy + r + 2 + size <= height  # else above the energy bar, not off the image
-        label_y, anchor = (cy + r + 2, "mt") if below else (cy - r - max(4.0, r / 2.5) - 4, "mb")
-        draw.text((cx, label_y), recording.names[t], fill=color, font=font, anchor=anchor)
+            taken.append((cx - r, top, cx + r, top + max(2.0, r / 5)))
+        # Below the tank, else above its energy bar: the first spot inside the image that no other
+        # label or bar takes (tanks close together), shifted sideways to stay inside at the edges.
+        left, _, right, bottom = draw.textbbox((0, 0), recording.names[t], font=font, anchor="lt")
+        text_w, text_h = right - left, bottom
+        x0 = min(max(1.0, cx - text_w / 2), width - text_w - 1)
+        spots = [cy + r + 2, cy - r - max(4.0, r / 2.5) - 4 - text_h, cy + r + 4 + text_h]
+        inside = [y0 for y0 in spots if 1 <= y0 <= height - text_h - 1] or [min(max(1.0, spots[0]), height - text_h - 1)]
+        boxes = [(x0, y0, x0 + text_w, y0 + text_h) for y0 in inside]
+        box = next((b for b in boxes if free(b)), boxes[0])
+        taken.append(box)
+        draw.text((box[0], box[1]), recording.names[t], fill=color, font=font, anchor="lt")
     for b in snap["bullets"]:
         cx, cy = at(b[0], b[1])
         owner = int(b[4])

@@ -70,6 +70,27 @@ __all__ = ["ListenError", "ServerThread", "TrainingServer"]
 logger = logging.getLogger(__name__)
 
 
+_ZERO_COUNTERS = {
+    "transitions_received": "Steps accepted from bots.",
+    "transitions_trained": "Steps consumed by an update.",
+    "updates": "Updates the trainer ran (each publishes a policy version).",
+    "weights_sent": "weights messages sent to bots.",
+    "episodes": "Episodes (rounds) that ended in the steps trained.",
+    "bots_connected": "Handshakes completed.",
+    "bots_disconnected": "Bot connections that ended.",
+    "checkpoints": "Checkpoints written.",
+    "checkpoint_failures": "Checkpoints that failed to write (the previous ones are intact).",
+    "trainer_restarts": "Trainer thread restarts after a crash.",
+    "nan_skips": "Minibatch steps skipped for non-finite losses or gradients.",
+}
+"""Counters without labels, exported from the start at 0 (a scrape never has to tell "0" from "absent")."""
+
+_ERROR_CODES_SENT = tuple(
+    str(code) for code in ErrorCode if code not in (ErrorCode.BAD_WEIGHTS, ErrorCode.BAD_HELLO, ErrorCode.INTERNAL)
+)
+"""Codes of the errors a bot can get after its handshake: ``frames_rejected``'s label values."""
+
+
 class ListenError(OSError):
     """A port the server needs cannot be bound (in use, no permission); the message names which one."""
 
@@ -403,11 +424,19 @@ class TrainingServer:
         return {"received": int(self.metrics.counter("transitions_received")), "dropped": dropped, **trainer_side}
 
     def _describe_metrics(self) -> None:
+        """Describe every series docs/protocol.md lists; counters without labels start at 0, so they are always exported."""
         d = self.metrics.describe
-        d("transitions_received", "Steps accepted from bots.")
-        d("transitions_trained", "Steps consumed by an update.")
+        for name, text in _ZERO_COUNTERS.items():
+            d(name, text)
+            self.metrics.inc(name, 0.0)
+        for code in _ERROR_CODES_SENT:  # an error code never sent is still a series at 0
+            self.metrics.inc("frames_rejected", 0.0, code=code)
         d("transitions_dropped", "Accepted steps not trained on, by reason.")
-        d("frames_rejected", "Frames answered with an error, by error code.")
+        d("frames_rejected", "Frames answered with an error message, by its (documented) error code.")
+        d("frames_closed", "Frames answered by closing the connection without an error, by reason "
+                           "(text_frame, bad_version, too_many_undecodable, too_big: the 1009 size limit).")  # fmt: skip
+        d("handshakes_rejected", "Connections refused before or at hello, by reason.")
+        d("rollbacks", "Updates undone by the trainer's guards, by reason.")
         d("frames_accepted", "tr frames accepted.")
         d("frame_groups", "Groups of accepted tr frames (frames that arrived together are checked and queued as one).")
         d("connected_bots", "Open bot connections.")
@@ -446,8 +475,9 @@ class TrainingServer:
                     break
                 # One group per turn keeps every bot (and keepalive pongs) served in turn.
                 await asyncio.sleep(0)
-        except ConnectionClosed:
-            pass
+        except ConnectionClosed as exc:
+            if exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:  # websockets' max_size refusal
+                self.metrics.inc("frames_closed", reason="too_big")
         except Exception:
             logger.exception("handler crashed for %s", session.bot_id if session else "unidentified bot")
             with contextlib.suppress(ConnectionClosed):
@@ -538,7 +568,7 @@ class TrainingServer:
             if isinstance(frame, str):
                 if not await self._on_group(connection, session, group):
                     return False
-                self.metrics.inc("frames_rejected", code="text_frame")
+                self.metrics.inc("frames_closed", reason="text_frame")
                 await connection.close(CloseCode.UNSUPPORTED_DATA, "binary frames only")
                 return False
             try:
@@ -565,15 +595,16 @@ class TrainingServer:
         try:
             kind, fields = unpack(frame, self.config.max_message_bytes)
         except ProtocolError as exc:
-            self.metrics.inc("frames_rejected", code=str(exc.code))
-            if exc.code is ErrorCode.BAD_VERSION:
+            if exc.code is ErrorCode.BAD_VERSION:  # close-only: no error message is sent
+                self.metrics.inc("frames_closed", reason="bad_version")
                 await connection.close(CloseCode.POLICY_VIOLATION, "unsupported protocol version")
                 return False
             session.undecodable += exc.code is ErrorCode.UNDECODABLE
             if session.undecodable >= self.config.max_undecodable:
+                self.metrics.inc("frames_closed", reason="too_many_undecodable")
                 await connection.close(CloseCode.POLICY_VIOLATION, "too many undecodable frames")
                 return False
-            return await self._reject(connection, session, exc.code, exc.message, counted=True)
+            return await self._reject(connection, session, exc.code, exc.message)
         # Each 'tr' spends one credit, accepted or not; every other type is free.
         if kind == TransitionBatch.TYPE and not session.spend_credit():
             return await self._reject(connection, session, ErrorCode.NO_CREDIT, "'tr' sent without flow-control credit")
@@ -695,11 +726,9 @@ class TrainingServer:
         code: ErrorCode,
         message: str,
         ref: int | None = None,
-        counted: bool = False,
     ) -> bool:
-        """Answer a recoverable error; close 1008 once the bot exhausts its error budget."""
-        if not counted:
-            self.metrics.inc("frames_rejected", code=str(code))
+        """Answer a recoverable error (counted by code); close 1008 once the bot exhausts its error budget."""
+        self.metrics.inc("frames_rejected", code=str(code))
         await self._send_quietly(session, encode(Error(str(code), message, ref)))
         if session.strike():
             session.log.warning("closing: error budget exhausted (last: %s)", code)

@@ -224,6 +224,58 @@ async def test_frames_beyond_credit_are_refused():
         await ws.close()
 
 
+async def test_close_only_refusals_are_counted_apart_from_error_codes():
+    """A text frame is closed 1003 with no error message: frames_closed{reason}, not frames_rejected{code}."""
+    async with serving() as server:
+        ws, _ = await open_bot(server.url)
+        await ws.send("hello as text")
+        with pytest.raises(ConnectionClosed):
+            async with asyncio.timeout(timeout(5)):
+                await ws.recv()
+        assert ws.close_code == 1003
+        assert server.metrics.counter("frames_closed", reason="text_frame") == 1
+        assert server.metrics.counter_total("frames_rejected") == 0
+        ws, _ = await open_bot(server.url)
+        await ws.send(b"\x00" * (server.config.max_message_bytes + 1))  # over the size limit: websockets closes 1009
+        with pytest.raises(ConnectionClosed):
+            async with asyncio.timeout(timeout(5)):
+                await ws.recv()
+        assert ws.close_code == 1009
+        deadline = time.monotonic() + timeout(5)
+        while server.metrics.counter("frames_closed", reason="too_big") != 1:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+
+
+async def test_a_window_of_bad_frames_in_a_row_still_leaves_the_bot_able_to_send():
+    """Rejected 'tr's spend credit and earn it back like accepted ones (§6): after a whole window of bad frames
+    (under the error budget) the credit returned lets the bot send, and its next good frame is accepted."""
+    from bot_protocol import Credit
+
+    async with serving() as server:
+        ws, welcome = await open_bot(server.url)
+        credit = welcome.credit
+        for seq in range(credit):  # every credit spent on a frame that is refused (a version never published)
+            await ws.send(encode(batch(seq=seq, version=99)))
+            credit -= 1
+        errors = 0
+        async with asyncio.timeout(timeout(5)):
+            while errors < welcome.credit or credit == 0:
+                reply = decode_from_server(await ws.recv())
+                if isinstance(reply, Error):
+                    assert reply.code == "bad_field"
+                    errors += 1
+                elif isinstance(reply, Credit):
+                    credit += reply.grant
+        assert credit >= 1  # nothing is owed for good: the rule never leaves a bot short
+        await ws.send(encode(batch(seq=welcome.credit, flags=[1, 1, 1, 1])))
+        deadline = time.monotonic() + timeout(5)
+        while server.accounting()["received"] < 4:
+            assert time.monotonic() < deadline, server.accounting()
+            await asyncio.sleep(0.02)
+        await ws.close()
+
+
 async def test_version_from_the_future_is_refused(aserver):
     """A batch claiming a policy version the server never published is refused."""
     ws, _ = await open_bot(aserver.url)
@@ -250,6 +302,10 @@ def test_healthz_and_metrics_endpoints():
             content_types = response.headers.get_all("Content-Type")
         assert content_types == ["text/plain; version=0.0.4; charset=utf-8"]  # one header, Prometheus' own
         assert "# TYPE arena_connected_bots gauge" in text
+        # Counters are series from the start, at 0, not absent until their first event.
+        for series in ("arena_transitions_trained 0", "arena_weights_sent 0", "arena_handshakes_rejected", "arena_updates 0",
+                       'arena_frames_rejected{code="shape"} 0', "arena_episodes 0", "arena_bots_connected 0"):  # fmt: skip
+            assert series in text, series
         assert 'arena_loop_lag_seconds{stat="p99"}' in text
 
 

@@ -4,7 +4,7 @@ The directory follows Tank Royale's booter conventions (every file named after t
 directory, see ``arena.royale.booter``)::
 
     DIR/                      e.g. runs/export/ArenaPolicy
-      NAME.json               the bot's JSON config (name, version = generation.version, authors, …)
+      NAME.json               the bot's JSON config (name, version = vVERSION-genGENERATION, authors, …)
       NAME.sh, NAME.cmd       start scripts (macOS/Linux, Windows): python NAME.py
       NAME.py                 the bot: arena/royale/policy_bot.py (official Python bot API + numpy Policy)
       policy.weights          the actor, exactly the ``weights`` message bots receive online
@@ -81,7 +81,8 @@ def export_royale_bot(source: Path, out: Path, rules: TankRules | None = None, a
     tmp = out.with_name(f".{name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    version = f"{weights.generation}.{weights.version}"
+    # Not "generation.version": "0.994" reads as a pre-1.0 release number.
+    version = f"v{weights.version}-gen{weights.generation}"
     config = {
         "name": name,
         "version": version,

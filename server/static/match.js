@@ -90,24 +90,9 @@ function drawFrame(ctx, header, frame) {
       ctx.lineTo(cx - r, cy + r);
       ctx.stroke();
     }
-    // energy bar above, name below
-    const barW = r * 2.4;
-    const barH = Math.max(3, r * 0.22);
-    const bx = cx - barW / 2;
-    const by = cy - r - barH - 6;
-    const level = Math.max(0, Math.min(1, energy / START_ENERGY));
-    ctx.fillStyle = "#37474f";
-    ctx.fillRect(bx, by, barW, barH);
-    ctx.fillStyle = level > 0.5 ? "#66bb6a" : level > 0.2 ? "#ffca28" : "#ef5350";
-    ctx.fillRect(bx, by, barW * level, barH);
-    ctx.fillStyle = "#cfd8dc";
-    ctx.font = `${Math.max(10, Math.round(r * 0.7))}px sans-serif`;
-    ctx.textAlign = "center";
-    ctx.textBaseline = "top";
-    const name = (header.names && header.names[i]) || `tank ${i}`;
-    ctx.fillText(`${name} ${energy.toFixed(0)}`, cx, cy + r + 4);
     ctx.globalAlpha = 1;
   });
+  drawLabels(ctx, header, frame, X, Y, r);
 
   frame.bullets.forEach((bullet) => {
     const [x, y, , power, owner] = bullet;
@@ -135,4 +120,46 @@ function drawFrame(ctx, header, frame) {
 
 if (typeof module !== "undefined") {
   module.exports = { drawFrame };
+}
+
+// Energy bars and name labels, placed after every body is drawn: each label goes below its tank,
+// or above its bar when that spot is taken by another label or bar (tanks close together), and is
+// kept inside the canvas (a tank at the field's edge keeps a readable label).
+function drawLabels(ctx, header, frame, X, Y, r) {
+  const taken = [];
+  const overlaps = (a) => taken.some((b) => a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h);
+  const width = ctx.canvas.width;
+  const height = ctx.canvas.height;
+  const fontPx = Math.max(10, Math.round(r * 0.7));
+  ctx.font = `${fontPx}px sans-serif`;
+  ctx.textAlign = "left";
+  ctx.textBaseline = "top";
+  const clampX = (x, w) => Math.max(2, Math.min(width - w - 2, x));
+  const clampY = (y, h) => Math.max(2, Math.min(height - h - 2, y));
+  frame.tanks.forEach((tank, i) => {
+    const [x, y, , , , energy, alive] = tank;
+    const cx = X(x);
+    const cy = Y(y);
+    ctx.globalAlpha = alive ? 1 : 0.35;
+    const barW = r * 2.4;
+    const barH = Math.max(3, r * 0.22);
+    const bar = { x: clampX(cx - barW / 2, barW), y: clampY(cy - r - barH - 6, barH), w: barW, h: barH };
+    const level = Math.max(0, Math.min(1, energy / START_ENERGY));
+    ctx.fillStyle = "#37474f";
+    ctx.fillRect(bar.x, bar.y, bar.w, bar.h);
+    ctx.fillStyle = level > 0.5 ? "#66bb6a" : level > 0.2 ? "#ffca28" : "#ef5350";
+    ctx.fillRect(bar.x, bar.y, bar.w * level, bar.h);
+    taken.push(bar);
+    const name = (header.names && header.names[i]) || `tank ${i}`;
+    const text = `${name} ${energy.toFixed(0)}`;
+    const w = ctx.measureText(text).width;
+    const h = fontPx + 2;
+    const below = { x: clampX(cx - w / 2, w), y: clampY(cy + r + 4, h), w, h };
+    const above = { x: clampX(cx - w / 2, w), y: clampY(bar.y - h - 2, h), w, h };
+    const spot = !overlaps(below) ? below : !overlaps(above) ? above : { ...below, y: clampY(below.y + h, h) };
+    taken.push(spot);
+    ctx.fillStyle = "#cfd8dc";
+    ctx.fillText(text, spot.x, spot.y);
+  });
+  ctx.globalAlpha = 1;
 }
