@@ -847,7 +847,7 @@ def test_d10_wrong_shapes_refused(changes, code):
     ("changes", "code"),
     [
         ({"score": _zeros(1)}, ErrorCode.SHAPE),  # two rows end: two scores
-        ({"score": _DROP}, ErrorCode.BAD_FIELD),
+        ({"score": _DROP}, ErrorCode.SHAPE),  # left out while rows end: a row count of 0 (§7.1)
         ({"terms": _zeros(4, 4)}, ErrorCode.SHAPE),
         ({"terms": _zeros(4, 5, dtype=np.float64)}, ErrorCode.SHAPE),
         ({"rew": _zeros(4)}, ErrorCode.BAD_FIELD),
