@@ -1173,8 +1173,11 @@ def _worker(args: argparse.Namespace) -> int:
     failure: list[BaseException] = []
     retryable = (OSError, TimeoutError, ConnectionError, ConnectionClosed, InvalidHandshake)
 
+    connections = [0]  # handshakes done by the play thread (counted here: a connection may not outlive one poll)
+
     def connected(bot: BlockingBotClient) -> None:
         client[:] = [bot]
+        connections[0] += 1
         welcome = bot.client.welcome
         server_id = f" (the server's id: {welcome.bot_id!r})" if welcome is not None else ""
         print(f"arena worker: connected to {args.url} as {name!r}{server_id}, policy version {bot.policy.version}", flush=True)
@@ -1228,8 +1231,7 @@ def _worker(args: argparse.Namespace) -> int:
     bot_thread.start()
     last_line = started
 
-    ever_connected = False
-    link_up = False  # as of the last check: the connection up (the client reconnects by itself when it drops)
+    seen = (0, False)  # (handshakes, connection up) as of the last check; the client also reconnects by itself
 
     def up() -> bool:
         return bool(client) and client[0].client.connected
@@ -1243,7 +1245,7 @@ def _worker(args: argparse.Namespace) -> int:
         elif up():
             state = "playing:"
         else:
-            state = "lost the server, reconnecting:" if ever_connected else "waiting for the server:"
+            state = "lost the server, reconnecting:" if connections[0] else "waiting for the server:"
         return (
             f"arena worker: {state}  rounds={log.rounds}  win rate (last 100)={rate}  policy version={version}  "
             f"ticks={log.ticks:,}  reconnects={reconnects}  elapsed={time.monotonic() - started:.0f} s"
@@ -1252,13 +1254,13 @@ def _worker(args: argparse.Namespace) -> int:
     while bot_thread.is_alive():
         bot_thread.join(0.25)
         now = time.monotonic()
-        if up() != link_up:
-            link_up = not link_up
-            if link_up and ever_connected:
+        now_seen = (connections[0] + (client[0].stats.reconnects if client else 0), up())
+        if now_seen != seen:
+            if now_seen[0] > seen[0] and seen[0] and (now_seen[1] or not seen[1]):
                 print(f"arena worker: reconnected to {args.url}", flush=True)
-            elif not link_up and client:
+            if not now_seen[1] and (seen[1] or now_seen[0] > seen[0]):  # up since the last check, down now
                 print(f"arena worker: lost the server at {args.url}; reconnecting with backoff", flush=True)
-            ever_connected = ever_connected or link_up
+            seen = now_seen
         if args.minutes is not None and now - started >= args.minutes * 60:
             stop.set()
         if now - last_line >= WORKER_PROGRESS_EVERY:
@@ -1275,7 +1277,7 @@ def _worker(args: argparse.Namespace) -> int:
         print(f"arena worker: error: the bot failed: {exc!r}", file=sys.stderr)
         return 1
     print(progress(final=True), flush=True)
-    if not ever_connected and not log.ticks:
+    if not connections[0] and not log.ticks:
         print(f"arena worker: error: never reached {args.url} ({budget})", file=sys.stderr)
         return 1
     return 0

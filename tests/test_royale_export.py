@@ -66,7 +66,7 @@ def test_export_writes_a_tank_royale_bot_directory(checkpoint: Path, tmp_path: P
     assert {"bot_protocol", "requirements.txt", "README.md"} <= names
     assert "client.py" not in {p.name for p in (out / "bot_protocol").iterdir()}  # no websocket client needed
     info = BotInfo.from_file(str(out / "ArenaPolicy.json"))  # the official API accepts the config
-    assert (info.name, info.version) == ("ArenaPolicy", "2.5") and (weights.generation, weights.version) == (2, 5)
+    assert (info.name, info.version) == ("ArenaPolicy", "v5-gen2") and (weights.generation, weights.version) == (2, 5)
     assert (out / "ArenaPolicy.sh").stat().st_mode & stat.S_IXUSR
     assert json.loads((out / "policy.json").read_text())["rules"]["max_speed"] == 8.0
     policy = load_policy(out / "policy.weights")

@@ -19,7 +19,7 @@ from bot_protocol import Policy
 
 from ..play import Controller, PolicyController, ScriptedController
 from ..tank.engine import ACT_DIM, StepInfo
-from .matchmaking import SELF, League, LeagueConfig
+from .matchmaking import SELF, League, LeagueConfig, Member
 from .seats import MixedSeat
 from .store import LeagueStore
 
@@ -76,6 +76,12 @@ class LeagueSpec:
         if loaded is not None:
             league, snapshots = loaded
             policies |= snapshots
+            for member in league.members:  # files of the saved league not given again on resume
+                if member.kind == "file" and member.name not in policies:
+                    policies[member.name] = load_policy(Path(member.source))
+            for name, path in self.files:  # files given now that the saved league did not have
+                if all(m.name != name for m in league.members):
+                    league.members.insert(len(league.opponents()), Member(name, "file", path))
         else:
             league = League.start(self.config, self.scripted, dict(self.files))
         return LeagueOpponents(league, n_matches, seed, policies, store)

@@ -109,3 +109,19 @@ def test_self_play_plays_the_live_policy():
     opponents.act(obs, out)
     rows = [m for m, name in enumerate(opponents.names) if name == SELF]
     np.testing.assert_allclose(out[rows, 1].mean(axis=0), policy.mean(obs[rows, 1]).mean(axis=0), atol=0.5)
+
+
+def test_resume_keeps_the_saved_files_and_adds_new_ones(tmp_path):
+    from bot_protocol import encode
+
+    first, second = tmp_path / "first.weights", tmp_path / "second.weights"
+    first.write_bytes(encode(learner_policy(3, seed=3).to_weights()))
+    second.write_bytes(encode(learner_policy(4, seed=4).to_weights()))
+    directory = tmp_path / "league"
+    LeagueSpec(files=(("first", str(first)),), directory=directory).build(8, seed=0).close()
+    resumed = LeagueSpec(files=(("second", str(second)),), directory=directory, resume=True).build(8, seed=0)
+    files = [m.name for m in resumed.league.members if m.kind == "file"]
+    assert files == ["first", "second"] and resumed.league.members[-1].name == SELF
+    obs = TankBattle(4, 2, TankRules(), seed=0).observe()[:, 1]
+    np.testing.assert_array_equal(resumed._policies["first"].mean(obs), learner_policy(3, seed=3).mean(obs))
+    assert {"first", "second"} <= set(resumed.league.probabilities())
