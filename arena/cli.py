@@ -1367,16 +1367,15 @@ async def _say_when_caught_up(server: Any, every: float = 0.5) -> None:
     while True:
         await asyncio.sleep(every)
         books = server.accounting()
-        on_policy = server.trainer.agent.max_policy_lag is not None
-        waiting = books["queued"] + (0 if on_policy else books["pending_in_agent"])
-        if server.sessions or waiting:
+        # Caught up: nothing queued and no update owed (a plain read of the agent's budget; a PPO
+        # rollout short of full waits for more bots, it is not owed).
+        if server.sessions or books["queued"] or server.trainer.agent.ready():
             backlog = backlog or bool(books["received"])
             continue
         if backlog:
             backlog = False
-            held = (
-                f", {books['pending_in_agent']:,} held for the next update" if on_policy and books["pending_in_agent"] else ""
-            )
+            pending = books["pending_in_agent"]
+            held = f", {pending:,} held by the agent for its next update" if pending else ""
             print(
                 f"arena serve: no bots connected and the trainer caught up: {books['received']:,} steps received, "
                 f"{books['trained']:,} trained{held} (policy version {server.trainer.version})",
