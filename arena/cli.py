@@ -701,7 +701,7 @@ def _train(args: argparse.Namespace) -> int:
     from .reach import play_reach
     from .report import plot_curve, write_report
     from .tank.engine import ACT_DIM, OBS_DIM, TankRules
-    from .tensorboard import ScalarLogger, ServerScalars, TensorBoardUnavailable
+    from .tensorboard import ServerScalars
 
     tank = args.game == "tank"
     out_existed = args.out.exists()
@@ -748,11 +748,7 @@ def _train(args: argparse.Namespace) -> int:
     log.dashboard = server.dashboard
     args.out.mkdir(parents=True, exist_ok=True)
     if args.tensorboard:
-        try:
-            log.tensorboard = ScalarLogger(args.out / "tensorboard")
-            log.tensorboard.add_config({k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()})
-        except TensorBoardUnavailable as exc:
-            print(f"arena train: {exc}", file=sys.stderr)
+        _attach_tensorboard(log, args, "arena train")
     stop = threading.Event()
     reach_games: dict[int, Any] = {}
     errors: list[BaseException] = []
@@ -1298,7 +1294,7 @@ def _serve(args: argparse.Namespace) -> int:
     from server import ListenError
 
     from .tank.engine import ACT_DIM, OBS_DIM
-    from .tensorboard import ScalarLogger, ServerScalars, TensorBoardUnavailable
+    from .tensorboard import ServerScalars
 
     obs_dim, act_dim = args.obs_dim or OBS_DIM, args.act_dim or ACT_DIM
     args.tank_agents = args.agents if (obs_dim, act_dim) == (OBS_DIM, ACT_DIM) else None  # the tank's PPO defaults
@@ -1309,11 +1305,7 @@ def _serve(args: argparse.Namespace) -> int:
     log.dashboard = server.dashboard
     args.out.mkdir(parents=True, exist_ok=True)
     if args.tensorboard:
-        try:
-            log.tensorboard = ScalarLogger(args.out / "tensorboard")
-            log.tensorboard.add_config({k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()})
-        except TensorBoardUnavailable as exc:
-            print(f"arena serve: {exc}", file=sys.stderr)
+        _attach_tensorboard(log, args, "arena serve")
     logging.getLogger("server").setLevel(logging.INFO)
     logging.getLogger("server.dashboard.http").setLevel(logging.WARNING)  # not one line per page load
 
@@ -1381,6 +1373,17 @@ async def _say_when_caught_up(server: Any, every: float = 0.5) -> None:
                 f"{books['trained']:,} trained{held} (policy version {server.trainer.version})",
                 flush=True,
             )
+
+
+def _attach_tensorboard(log: MetricsLog, args: argparse.Namespace, command: str) -> None:
+    """``--tensorboard``: every metrics row also as TensorBoard scalars; a missing package is one line, not an error."""
+    from .tensorboard import ScalarLogger, TensorBoardUnavailable
+
+    try:
+        log.tensorboard = ScalarLogger(args.out / "tensorboard")
+        log.tensorboard.add_config({k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()})
+    except TensorBoardUnavailable as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
 
 
 def _resume_line(command: str, trainer: Any) -> str:
