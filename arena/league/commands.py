@@ -6,7 +6,9 @@ with one readable line for bad input, which the CLI prints before exiting with c
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,20 @@ from .ratings import LeagueTable
 from .round_robin import ControllerFactory, cross_table, rate, round_robin
 from .store import LeagueStore
 
-__all__ = ["league_report", "league_spec", "load_table", "parse_options", "print_league", "rate_bots", "unique_name"]
+__all__ = [
+    "check_policy_file",
+    "league_command",
+    "league_report",
+    "league_spec",
+    "load_table",
+    "parse_options",
+    "policy_player",
+    "print_league",
+    "rate_bots",
+    "rate_command",
+    "scripted_player",
+    "unique_name",
+]
 
 LEAGUE = "league"
 """The ``--opponent`` value that trains against the league (the default)."""
@@ -102,7 +117,7 @@ def _member_players(run: Path, directory: Path) -> dict[str, ControllerFactory]:
 
     players: dict[str, ControllerFactory] = {}
     final = load_policy(run)
-    players["final"] = _policy_player("final", final)
+    players["final"] = policy_player("final", final)
     states = sorted(directory.glob("state*.json"))
     if not states:
         raise FileNotFoundError(f"no league in {directory} (train with the default --opponent league)")
@@ -118,22 +133,22 @@ def _member_players(run: Path, directory: Path) -> dict[str, ControllerFactory]:
                 continue
             seen.add(member.name)
             if member.kind == "scripted":
-                players[member.name] = _scripted_player(member.name)
+                players[member.name] = scripted_player(member.name)
             elif member.kind == "snapshot":
-                players[member.name] = _policy_player(member.name, snapshots[member.name])
+                players[member.name] = policy_player(member.name, snapshots[member.name])
             else:
-                players[member.name] = _policy_player(member.name, load_policy(Path(member.source)))
+                players[member.name] = policy_player(member.name, load_policy(Path(member.source)))
     return players
 
 
-def _scripted_player(name: str) -> ControllerFactory:
+def scripted_player(name: str) -> ControllerFactory:
     def make(n: int, seed: int) -> Controller:
         return ScriptedController(name, n, seed)
 
     return make
 
 
-def _policy_player(name: str, policy: Any, stochastic: bool = True) -> ControllerFactory:
+def policy_player(name: str, policy: Any, stochastic: bool = True) -> ControllerFactory:
     def make(n: int, seed: int) -> Controller:
         return PolicyController(name, policy, seed=seed, stochastic=stochastic)
 
@@ -211,3 +226,45 @@ def _print_ratings(console: Any, robin: Mapping[str, Any], title: str) -> None:
             str(i), row["name"], f"{row['mu']:.1f}", f"{row['sigma']:.2f}", f"{row['ordinal']:.1f}", str(row["rounds"])
         )
     console.print(table)
+
+
+# ── the commands ─────────────────────────────────────────────────────────────
+
+
+def league_command(args: argparse.Namespace) -> int:
+    """``arena league RUN_DIR``: the tables, or one JSON object with ``--json``."""
+    if not args.run.is_dir():
+        raise FileNotFoundError(f"no run directory {args.run}")
+
+    def progress(done: int, total: int) -> None:
+        if not args.json and (done == total or done % max(1, total // 10) < 2):
+            print(f"\rarena league: round-robin {done}/{total} rounds", end="", file=sys.stderr, flush=True)
+
+    report = league_report(args.run, args.rounds, args.seed, args.ticks_per_round, progress)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(file=sys.stderr)
+    print_league(report)
+    return 0
+
+
+def rate_command(args: argparse.Namespace, royale: bool) -> int:
+    """``arena match --rate``: a round-robin of the --bot list, rated with openskill."""
+    from ..policies import load_policy
+    from ..tank.scripted import SCRIPTED
+
+    if royale or args.record is not None:
+        raise ValueError("--rate plays the built-in arena's bots and policy files, without --record or royale:PATH")
+    players: dict[str, ControllerFactory] = {}
+    for spec in args.bot:
+        name = unique_name(spec, list(players))
+        players[name] = (
+            scripted_player(spec) if spec in SCRIPTED else policy_player(name, load_policy(Path(spec)), not args.deterministic)
+        )
+    report = rate_bots(players, args.rounds, args.seed, TankRules(max_ticks=args.ticks_per_round))
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_league(report)
+    return 0
