@@ -8,11 +8,12 @@ value loss, gated entropy bonus) → guarded gradient step → log-std clamp. Ev
 is one the Nim trainer this was ported from needed after a real failure; each one has
 its reason beside it.
 
-On CUDA (``PPOConfig.cuda_graph``) each minibatch step is captured once in a CUDA graph
-and replayed: a 64-row step is a few hundred tiny kernels, and launching them one by
-one from Python costs far more than running them. A graph cannot branch on the host,
-so that path decides the skip guard on the device (:meth:`PPOAgent._guarded_step`);
-the eager loop in :meth:`PPOAgent.update` is the reference it must match.
+Every minibatch runs one step function, :meth:`PPOAgent._guarded_step`. On CUDA
+(``PPOConfig.cuda_graph``) that step is captured once in a CUDA graph and replayed: a
+64-row step is a few hundred tiny kernels, and launching them one by one from Python
+costs far more than running them. Eagerly it is simply called. One function, so the two
+paths cannot drift apart; the only thing that differs is where the skip guard acts (a
+graph cannot branch on the host), and that is one line of the step.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .networks import Critic, GaussianActor, check_same_shapes
 __all__ = ["PPOAgent", "PPOConfig", "adam_step_unless"]
 
 _TOTALS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
-"""Per-minibatch statistics the device-side step sums (then its done and skipped counts)."""
+"""Per-minibatch statistics the step sums on the device (then its done and skipped counts)."""
 _GRAPH_WARMUP_STEPS = 3
 """Eager minibatch steps (on a side stream) before capture, as the PyTorch CUDA-graph recipe asks."""
 
@@ -159,8 +160,9 @@ class PPOAgent:
         ).to(self.device)
         self.critic = Critic(config.obs_dim, config.hidden, config.activation).to(self.device)
         self.use_graph = self.device.type == "cuda" and config.cuda_graph
-        """Minibatches run :meth:`_guarded_step`, in a CUDA graph. Set on the CPU (tests only), the
-        same step runs without a graph: that is how the CPU tests check it against the eager loop."""
+        """Full minibatches replay :meth:`_guarded_step` from a CUDA graph, which skips on the device.
+        Set on the CPU (tests only), the step runs without a graph but skips as a graph does: that is
+        how the CPU tests check the graph's guard against the eager one."""
         self.optimizer = self._new_optimizer()
         self.updates = 0
         self._segments: list[Segment] = []
@@ -169,7 +171,9 @@ class PPOAgent:
         self._static = torch.empty((config.minibatch_size, width), device=self.device) if self.use_graph else None
         self._graph: torch.cuda.CUDAGraph | None = None
         self._warmup_left = _GRAPH_WARMUP_STEPS
-        self._totals = torch.zeros(len(_TOTALS) + 2, device=self.device)  # sums, then done and skipped counts
+        # Sums, then done and skipped counts. float64: summing in the order the minibatches ran,
+        # it gives exactly the Python-float sums the eager loop reported before it shared the step.
+        self._totals = torch.zeros(len(_TOTALS) + 2, dtype=torch.float64, device=self.device)
 
     def _new_optimizer(self) -> torch.optim.Adam:
         params = [*self.actor.parameters(), *self.critic.parameters()]
@@ -267,44 +271,23 @@ class PPOAgent:
             old_logp, adv_t = self._anchor_at_current_policy(obs, actions, old_logp, adv_t)
 
         n = len(obs)
-        stats: dict[str, float] = {
-            "policy_loss": 0.0,
-            "value_loss": 0.0,
-            "entropy": 0.0,
-            "approx_kl": 0.0,
-            "clip_fraction": 0.0,
-            "grad_norm": 0.0,
-        }
         # One matrix, so a minibatch is one gather (not five): the five took ~7% of a step on the CPU.
         rollout = torch.cat([obs, actions, old_logp[:, None], adv_t[:, None], ret_t[:, None]], dim=1)
-        if self.use_graph:
-            done_minibatches, skipped = self._branchless_minibatches(rollout, stats)
-        else:
-            done_minibatches = skipped = 0
-            params = [*self.actor.parameters(), *self.critic.parameters()]
-            for _epoch in range(cfg.epochs):
-                order = torch.randperm(n, generator=self.generator).to(dev)
-                for start in range(0, n, cfg.minibatch_size):
-                    idx = order[start : start + cfg.minibatch_size]
-                    mb = self._minibatch_loss(*self._columns(rollout.index_select(0, idx)))
-                    self.optimizer.zero_grad(set_to_none=True)
-                    mb["loss"].backward()  # type: ignore[no-untyped-call]
-                    self._gate_log_std_floor()
-                    # A NaN/Inf (or absurd) gradient skips the step entirely: a no-op is safer than
-                    # writing NaN into weights, which corrupts all later inference and hangs the bot.
-                    grads = [p.grad for p in params if p.grad is not None]
-                    grad_norm = float(torch.nn.utils.get_total_norm(grads))
-                    if not math.isfinite(grad_norm) or grad_norm > cfg.skip_grad_norm or not torch.isfinite(mb["loss"]):
-                        skipped += 1
-                        self.optimizer.zero_grad(set_to_none=True)
-                        continue
-                    torch.nn.utils.clip_grads_with_norm_(params, cfg.max_grad_norm, torch.tensor(grad_norm))
-                    self.optimizer.step()
-                    self.actor.clamp_log_std_()  # the raw parameter may not drift past the bounds
-                    done_minibatches += 1
-                    stats["grad_norm"] += grad_norm
-                    for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"):
-                        stats[key] += float(mb[key])
+        self._totals.zero_()
+        for _epoch in range(cfg.epochs):
+            order = torch.randperm(n, generator=self.generator).to(dev)
+            for start in range(0, n, cfg.minibatch_size):
+                idx = order[start : start + cfg.minibatch_size]
+                if self.use_graph and len(idx) == cfg.minibatch_size and dev.type == "cuda":
+                    self._graph_step(rollout, idx)
+                else:
+                    # Eager, and on the graph path a partial last minibatch (n not a multiple of
+                    # minibatch_size), which does not fit the graph's static shapes: it runs the same
+                    # step eagerly rather than being dropped, so both paths train on every row.
+                    self._guarded_step(*self._columns(rollout.index_select(0, idx)))
+        totals = self._totals.tolist()  # the update's one read of the statistics
+        stats = dict(zip(_TOTALS, totals, strict=False))
+        done_minibatches, skipped = int(totals[-2]), int(totals[-1])
         self.updates += 1
 
         y_var = float(np.var(returns))
@@ -390,34 +373,7 @@ class PPOAgent:
             at_floor = self.actor.log_std.detach() <= self.config.log_std_min
             grad.copy_(torch.where(at_floor, grad.clamp(max=0.0), grad))
 
-    # ── the device-side (CUDA-graph) minibatch path ──────────────────────────
-
-    def _branchless_minibatches(self, rollout: Tensor, stats: dict[str, float]) -> tuple[int, int]:
-        """The eager loop's epochs of minibatches, each step run by :meth:`_guarded_step`.
-
-        Same shuffles (the same CPU generator, drawn in the same order), same minibatches,
-        same math; only the skip decision stays on the device. Adds the sums of the
-        minibatch statistics to ``stats`` and returns (done, skipped) minibatch counts,
-        read back from the device once for the whole update.
-        """
-        cfg = self.config
-        n = len(rollout)
-        self._totals.zero_()
-        for _epoch in range(cfg.epochs):
-            order = torch.randperm(n, generator=self.generator).to(self.device)
-            for start in range(0, n, cfg.minibatch_size):
-                idx = order[start : start + cfg.minibatch_size]
-                if len(idx) == cfg.minibatch_size and self.device.type == "cuda":
-                    self._graph_step(rollout, idx)
-                else:
-                    # A partial last minibatch (n not a multiple of minibatch_size) does not fit the
-                    # graph's static shapes: it runs the same step eagerly rather than being dropped,
-                    # so both paths train on every row. (On the CPU every step runs this way.)
-                    self._guarded_step(*self._columns(rollout[idx]))
-        totals = self._totals.tolist()  # the update's one host sync
-        for key, value in zip(_TOTALS, totals, strict=False):
-            stats[key] += value
-        return int(totals[-2]), int(totals[-1])
+    # ── the minibatch step, eager or in a CUDA graph ─────────────────────────
 
     def _columns(self, rows: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """(obs, actions, old_logp, adv, ret) views of packed rollout rows."""
@@ -453,31 +409,38 @@ class PPOAgent:
         self._graph.replay()
 
     def _guarded_step(self, obs: Tensor, actions: Tensor, old_logp: Tensor, adv: Tensor, ret: Tensor) -> None:
-        """The eager loop's minibatch step with its guards decided on the device: no branch, no sync.
+        """One minibatch step with every guard: what the eager loop calls and the CUDA graph captures.
 
-        The eager loop reads the gradient norm back (a host sync per minibatch) and branches
-        on it, which a CUDA graph cannot hold. Here the guard is a device flag ``ok`` (the
-        same three tests) and every effect of a step is conditioned on it without leaving
-        the device: Adam runs with its skip input set to ``not ok`` (:func:`adam_step_unless`),
-        and the log-std clamp and the statistics are selected with ``torch.where``. So a
-        skipped minibatch changes nothing, parameters, Adam moments and step counts stay
-        bitwise equal, exactly like the eager ``continue``. Sums and the done/skipped
-        counts accumulate in ``self._totals``.
+        Loss, backward, log-std floor gate, then the skip guard: a NaN/Inf loss, or a gradient
+        norm that is NaN, Inf or above ``skip_grad_norm``, skips the step entirely. A no-op is
+        safer than writing NaN into weights, which corrupts all later inference and hangs the
+        bot. The guard is a device flag ``ok``, and the log-std clamp, the statistics and the
+        done/skipped counts (summed in ``self._totals``) are selected on it with ``torch.where``
+        rather than a Python ``if``, so they hold no host sync and can sit inside a CUDA graph.
+
+        Only the Adam call depends on the path. A graph cannot branch on the host, so it runs
+        Adam with its skip input set to ``not ok`` (:func:`adam_step_unless`): a skipped step
+        moves no parameter, moment or step count. Eagerly the flag is read back (one sync per
+        minibatch, free on the CPU) and a skipped step never calls Adam at all, so a rollout
+        that skips everything leaves Adam without any state, like a fresh optimizer.
         """
         cfg = self.config
         params = [*self.actor.parameters(), *self.critic.parameters()]
         mb = self._minibatch_loss(obs, actions, old_logp, adv, ret)
-        # Zeroed in place, not set to None: a replayed graph writes gradients where it captured them.
-        self.optimizer.zero_grad(set_to_none=False)
+        # A graph zeroes in place instead of setting None: a replay writes gradients where it captured them.
+        self.optimizer.zero_grad(set_to_none=not self.use_graph)
         mb["loss"].backward()  # type: ignore[no-untyped-call]
         self._gate_log_std_floor()
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         ok = torch.isfinite(grad_norm) & (grad_norm <= cfg.skip_grad_norm) & torch.isfinite(mb["loss"])
-        # Clipping a skipped step's gradients (by a NaN or huge norm) is harmless: Adam ignores them.
+        # Clipping a skipped step's gradients (by a NaN or huge norm) is harmless: no Adam step reads them.
         torch.nn.utils.clip_grads_with_norm_(params, cfg.max_grad_norm, grad_norm)
-        adam_step_unless(self.optimizer, ~ok)
+        if self.use_graph:
+            adam_step_unless(self.optimizer, ~ok)
+        elif ok:
+            self.optimizer.step()
         with torch.no_grad():
-            log_std = self.actor.log_std
+            log_std = self.actor.log_std  # the raw parameter may not drift past the bounds
             log_std.copy_(torch.where(ok, log_std.clamp(cfg.log_std_min, cfg.log_std_max), log_std))
             taken = torch.where(ok, torch.stack([*(mb[key] for key in _TOTALS[:-1]), grad_norm]), 0.0)
             self._totals.add_(torch.cat([taken, torch.stack([ok, ~ok]).float()]))

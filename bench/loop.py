@@ -842,8 +842,8 @@ def _profile_ingest(
     shares = {
         "_on_frames (all work on received frames)": cumulative("_on_frames", "server/app.py"),
         "unpack (msgpack + limits)": cumulative("unpack", "bot_protocol/codec.py"),
-        "TransitionHeader.from_wire (sizes, flags, ints)": cumulative("from_wire", "bot_protocol/messages.py"),
-        "assemble_batches (one value check per group)": cumulative("assemble_batches", "bot_protocol/messages.py"),
+        "TransitionHeader.from_wire (sizes, flags, ints)": cumulative("from_wire", "bot_protocol/transitions.py"),
+        "assemble_batches (one value check per group)": cumulative("assemble_batches", "bot_protocol/transitions.py"),
         "SegmentAssembler.add": cumulative("add", "server/assembler.py"),
         "TransitionQueue.put": cumulative("put", "server/transition_queue.py"),
         "Metrics.inc": cumulative("inc", "server/metrics.py"),

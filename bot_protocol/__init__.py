@@ -8,9 +8,6 @@ from .batching import StepRecorder
 from .codec import decode_from_bot, decode_from_server, encode
 from .errors import CloseCode, ErrorCode, ProtocolError
 from .messages import (
-    FLAG_TERMINAL,
-    FLAG_TRUNCATED,
-    N_REWARD_TERMS,
     PROTOCOL_VERSION,
     SUBPROTOCOL,
     Architecture,
@@ -22,14 +19,12 @@ from .messages import (
     Message,
     RewardMode,
     SessionSpec,
-    TransitionBatch,
-    TransitionHeader,
     Weights,
     Welcome,
-    assemble_batches,
 )
 from .policy import Policy
 from .tensors import decode_tensors, encode_tensors
+from .transitions import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, TransitionBatch, TransitionHeader, assemble_batches
 
 __all__ = [
     "FLAG_TERMINAL",

@@ -3,7 +3,7 @@
 A bot driving ``n_agents`` agents calls :meth:`StepRecorder.record` once per tick
 with one row per agent; the recorder assigns episode ids, keeps the conditional
 columns (``next_obs`` for truncated steps, ``score`` for ended steps) in row order,
-and hands back a :class:`~bot_protocol.messages.TransitionBatch` when enough rows
+and hands back a :class:`~bot_protocol.transitions.TransitionBatch` when enough rows
 have piled up. Every batch carries exactly one policy identity, so rows acted with
 different weights are never mixed.
 """
@@ -15,7 +15,8 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .messages import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, RewardMode, TransitionBatch
+from .messages import RewardMode
+from .transitions import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, TransitionBatch
 
 __all__ = ["StepRecorder", "concat_batches", "split_batch"]
 

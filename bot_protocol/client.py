@@ -31,8 +31,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from .batching import StepRecorder, split_batch
 from .codec import decode_from_server, encode
 from .errors import CloseCode, ErrorCode, ProtocolError
-from .messages import SUBPROTOCOL, Bye, Credit, Error, Hello, Limits, RewardMode, TransitionBatch, Weights, Welcome
+from .messages import SUBPROTOCOL, Bye, Credit, Error, Hello, Limits, RewardMode, Weights, Welcome
 from .policy import Policy
+from .transitions import TransitionBatch
 
 __all__ = ["BlockingBotClient", "BotClient", "ClientConfig", "HandshakeRejected"]
 

@@ -24,10 +24,10 @@ from .messages import (
     Hello,
     Message,
     SessionSpec,
-    TransitionBatch,
     Weights,
     Welcome,
 )
+from .transitions import TransitionBatch
 
 __all__ = ["decode_from_bot", "decode_from_server", "encode", "message_from_bot", "unpack"]
 
