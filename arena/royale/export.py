@@ -33,7 +33,17 @@ from ..tank.engine import ACT_DIM, OBS_DIM, TankRules
 
 __all__ = ["export_royale_bot"]
 
-_VENDORED = ("__init__.py", "batching.py", "codec.py", "errors.py", "messages.py", "policy.py", "tensors.py")
+_VENDORED = (
+    "__init__.py",
+    "batching.py",
+    "codec.py",
+    "errors.py",
+    "fields.py",
+    "messages.py",
+    "policy.py",
+    "tensors.py",
+    "transitions.py",
+)
 """The bot_protocol modules the exported bot imports (not the websocket client)."""
 
 

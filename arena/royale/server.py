@@ -38,6 +38,7 @@ from ..play import Controller, MatchObserver
 from ..tank.engine import ACT_DIM, TankBattle, TankRules
 from . import schema
 from .booter import BootedBot, boot, find_bot
+from .connection import LockstepConnection
 from .game import ENDLESS_ROUNDS, RoyaleGame
 from .schema import BotHandshake, BotIntent, BotReady, GameSetup, RoyaleProtocolError
 
@@ -121,7 +122,7 @@ class RoyaleMatchError(ValueError):
 class BotConnection:
     """One connected bot after its handshake. Its messages go to ``on_intent``/``ready`` as they arrive."""
 
-    def __init__(self, websocket: ServerConnection, handshake: BotHandshake) -> None:
+    def __init__(self, websocket: LockstepConnection, handshake: BotHandshake) -> None:
         self.websocket = websocket
         self.handshake = handshake
         self.ready = asyncio.Event()
@@ -136,10 +137,9 @@ class BotConnection:
     def name(self) -> str:
         return f"{self.handshake.name} {self.handshake.version}"
 
-    async def send(self, text: str) -> None:
-        """Send one text frame; a bot that already left is not an error (its tank just plays on)."""
-        with contextlib.suppress(ConnectionClosed):
-            await self.websocket.send(text)
+    def send(self, text: str) -> None:
+        """Send one text frame now, without awaiting; a bot that already left is not an error (its tank just plays on)."""
+        self.websocket.send_now(text)
 
     async def close(self, code: int, reason: str) -> None:
         with contextlib.suppress(ConnectionClosed):
@@ -150,7 +150,9 @@ class RoyaleServer:
     """The websocket endpoint. Use as ``async with RoyaleServer(config) as server:``.
 
     Bots that complete the handshake are put on :attr:`joined`; ``allow(secret)`` adds a
-    per-bot secret (booted bots) to the accepted ones.
+    per-bot secret (booted bots) to the accepted ones. Every frame a bot sends is handled
+    the moment it is parsed (:class:`~arena.royale.connection.LockstepConnection`), the
+    handshake included, so nothing a bot sends right after it can wait in a queue.
     """
 
     def __init__(self, config: RoyaleServerConfig = RoyaleServerConfig()) -> None:
@@ -160,6 +162,7 @@ class RoyaleServer:
         self._secrets: set[str] = set() if config.secret is None else {config.secret}
         self._open = config.secret is None
         self._server: Server | None = None
+        self._closing: set[asyncio.Task[None]] = set()
         self.setup: GameSetup | None = None
         """Shown in ``server-handshake`` once a game is set up."""
 
@@ -186,6 +189,7 @@ class RoyaleServer:
             compression=None,
             max_size=self.config.max_message_bytes,
             ping_interval=None,  # lockstep traffic is continuous; a stuck bot is caught by the turn timeout
+            create_connection=LockstepConnection,
         )
         log.info("Tank Royale endpoint listening on %s", self.url)
         return self
@@ -201,15 +205,36 @@ class RoyaleServer:
             self._server = None
 
     async def _handle(self, websocket: ServerConnection) -> None:
+        assert isinstance(websocket, LockstepConnection)
+        session = secrets.token_hex(8)
+        joined: asyncio.Future[BotConnection | None] = asyncio.get_running_loop().create_future()
+        conn: BotConnection | None = None
+
+        def on_text(data: bytes | None) -> None:  # None: a binary frame
+            if conn is not None:
+                self._message(conn, data)
+            elif not joined.done():
+                joined.set_result(self._handshake(websocket, session, data))
+
+        def on_binary() -> None:
+            on_text(None)
+
+        websocket.on_text, websocket.on_binary = on_text, on_binary
         try:
-            conn = await self._handshake(websocket)
+            websocket.send_now(schema.server_handshake(session, self.config.name, self.setup))
+            try:
+                conn = await asyncio.wait_for(asyncio.shield(joined), self.config.handshake_timeout)
+            except TimeoutError:
+                await websocket.close(CLOSE_POLICY, "bot-handshake timeout")
+                return
             if conn is None:
+                await websocket.wait_closed()
                 return
             self.connections.add(conn)
             log.info("Tank Royale bot joined: %s", conn.name)
             self.joined.put_nowait(conn)
             try:
-                await self._receive(conn)
+                await websocket.wait_closed()
             finally:
                 self.connections.discard(conn)
                 conn.closed.set()
@@ -222,17 +247,20 @@ class RoyaleServer:
             log.exception("Tank Royale connection handler failed")
             with contextlib.suppress(ConnectionClosed):
                 await websocket.close(CLOSE_INTERNAL, "internal error")
+        finally:
+            websocket.on_text = websocket.on_binary = None
 
-    async def _handshake(self, websocket: ServerConnection) -> BotConnection | None:
-        session = secrets.token_hex(8)
-        await websocket.send(schema.server_handshake(session, self.config.name, self.setup))
+    def _close_soon(self, websocket: LockstepConnection, code: int, reason: str) -> None:
+        """Start websockets' closing handshake from a frame callback (which cannot await)."""
+        websocket.on_text = websocket.on_binary = None  # nothing more is read from this bot
+        task = asyncio.ensure_future(websocket.close(code, reason[:120]))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    def _handshake(self, websocket: LockstepConnection, session: str, data: bytes | None) -> BotConnection | None:
+        """The first frame: a valid ``bot-handshake`` makes the bot's connection; anything else closes 1008."""
         try:
-            text = await asyncio.wait_for(websocket.recv(), self.config.handshake_timeout)
-        except TimeoutError:
-            await websocket.close(CLOSE_POLICY, "bot-handshake timeout")
-            return None
-        try:
-            message = schema.decode(text)
+            message = schema.decode(_text(data))
             if not isinstance(message, BotHandshake):
                 raise RoyaleProtocolError("unexpected", f"expected a bot-handshake first, got {type(message).__name__}")
             if message.session_id != session:
@@ -241,35 +269,40 @@ class RoyaleServer:
                 raise RoyaleProtocolError("bad_secret", "bot-handshake: wrong or missing 'secret' (SERVER_SECRET)")
         except RoyaleProtocolError as exc:
             log.warning("Tank Royale handshake refused: %s", exc.message)
-            await websocket.close(CLOSE_POLICY, exc.message[:120])
+            self._close_soon(websocket, CLOSE_POLICY, exc.message)
             return None
         return BotConnection(websocket, message)
 
-    async def _receive(self, conn: BotConnection) -> None:
-        async for text in conn.websocket:
-            try:
-                message = schema.decode(text)
-                if isinstance(message, BotHandshake):
-                    raise RoyaleProtocolError("unexpected", "bot-handshake sent twice")
-            except RoyaleProtocolError as exc:
-                conn.errors += 1
-                log.warning(
-                    "Tank Royale bot %s: %s (message dropped, %d/%d)",
-                    conn.name,
-                    exc.message,
-                    conn.errors,
-                    self.config.max_errors,
-                )
-                if conn.errors >= self.config.max_errors:
-                    await conn.close(CLOSE_POLICY, f"too many invalid messages: {exc.message}")
-                    return
-                continue
-            if isinstance(message, BotIntent):
-                conn.intents += 1
-                if conn.on_intent is not None:
-                    conn.on_intent(message)
-            elif isinstance(message, BotReady):
-                conn.ready.set()
+    def _message(self, conn: BotConnection, data: bytes | None) -> None:
+        """A frame after the handshake: intents and ready go to the game; a bad one is dropped and counted."""
+        try:
+            message = schema.decode(_text(data))
+            if isinstance(message, BotHandshake):
+                raise RoyaleProtocolError("unexpected", "bot-handshake sent twice")
+        except RoyaleProtocolError as exc:
+            conn.errors += 1
+            log.warning(
+                "Tank Royale bot %s: %s (message dropped, %d/%d)", conn.name, exc.message, conn.errors, self.config.max_errors
+            )
+            if conn.errors >= self.config.max_errors:
+                self._close_soon(conn.websocket, CLOSE_POLICY, f"too many invalid messages: {exc.message}")
+            return
+        if isinstance(message, BotIntent):
+            conn.intents += 1
+            if conn.on_intent is not None:
+                conn.on_intent(message)
+        elif isinstance(message, BotReady):
+            conn.ready.set()
+
+
+def _text(data: bytes | None) -> str | bytes:
+    """A frame's payload for ``schema.decode``: a text frame's as text, a binary frame (None) as bytes, which it refuses."""
+    if data is None:
+        return b""
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise RoyaleProtocolError("undecodable", "a text frame that is not UTF-8") from None
 
 
 # --- the turn loop ------------------------------------------------------------------------------
@@ -335,9 +368,9 @@ class RoyaleGameRunner:
         if self.game.pending == 0:
             self._gate.wake()
 
-    async def _send(self, messages: list[tuple[int, str]]) -> None:
+    def _send(self, messages: list[tuple[int, str]]) -> None:
         for seat, text in messages:
-            await self.connections[seat].send(text)
+            self.connections[seat].send(text)
 
     async def run(self) -> MatchTally:
         """Play every match of the game to its last round. Returns the tally.
@@ -353,7 +386,7 @@ class RoyaleGameRunner:
             conn.on_intent = lambda message, seat=seat: self._intent(seat, message)
             conn.on_left = lambda seat=seat: self._left(seat)
         try:
-            await self._send(game.game_started())
+            self._send(game.game_started())
             waits = [asyncio.wait_for(conn.ready.wait(), self.ready_timeout) for conn in self.connections]
             try:
                 await asyncio.gather(*waits)
@@ -362,7 +395,7 @@ class RoyaleGameRunner:
                 raise RoyaleMatchError(f"no bot-ready within {self.ready_timeout:g} s from: {', '.join(late)}") from None
             if self.observer is not None:
                 self.observer.round_started(battle, np.ones(M, bool))
-            await self._send(game.round_started())
+            self._send(game.round_started())
             actions = np.zeros((M, T, ACT_DIM), np.float32)
             started, cpu = time.perf_counter(), time.process_time()
             while not game.finished.all():
@@ -376,7 +409,7 @@ class RoyaleGameRunner:
                 tally.turns += 1
                 if self.observer is not None:
                     self.observer.ticked(battle, actions)
-                await self._send(game.after_step(info.events))
+                self._send(game.after_step(info.events))
                 ended = game.ended
                 if ended.any():
                     self._count(ended)
@@ -387,17 +420,17 @@ class RoyaleGameRunner:
                             player.reset(restart)
                         if self.observer is not None:
                             self.observer.round_started(battle, restart)
-                        await self._send(game.round_started(restart))
+                        self._send(game.round_started(restart))
                     if self.progress is not None:
                         self.progress(tally.rounds)
                 await self._gate.wait(game.pending, self.turn_timeout)
                 if game.pending:
-                    await self._send(game.skipped())
+                    self._send(game.skipped())
             tally.seconds = time.perf_counter() - started
             tally.cpu_seconds = time.process_time() - cpu
         except BaseException:
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._send([(i, schema.game_aborted()) for i in range(len(self.connections))]))
+                self._send([(i, schema.game_aborted()) for i in range(len(self.connections))])
             raise
         finally:
             for conn in self.connections:

@@ -137,7 +137,7 @@ class RoyaleOpponents:
         for i, conn in enumerate(self.connections):
             conn.on_intent = lambda message, i=i: self._intent(i, message)
             conn.on_left = lambda i=i: self._left(i)
-            await conn.send(schema.game_started(2, self.setup, None, bot_names))
+            conn.send(schema.game_started(2, self.setup, None, bot_names))
         waits = [asyncio.wait_for(conn.ready.wait(), self.config.ready_timeout) for conn in self.connections]
         await asyncio.gather(*waits)
 
@@ -152,25 +152,25 @@ class RoyaleOpponents:
             if self.game.pending == 0:
                 self._gate.wake()
 
-    async def _send(self, messages: list[tuple[int, str]]) -> None:
+    def _send(self, messages: list[tuple[int, str]]) -> None:
         for seat, text in messages:
-            await self.connections[seat].send(text)
+            self.connections[seat].send(text)
 
     async def _bind(self, battle: TankBattle) -> None:
         names = ["learner", "opponent"]
         self.game = RoyaleGame(battle, self.seats, names, self.setup, None)
-        await self._send(self.game.round_started())
+        self._send(self.game.round_started())
 
     async def _after_step(self) -> None:
         assert self.game is not None
-        await self._send(self.game.after_step(self.game.battle.last_events))
+        self._send(self.game.after_step(self.game.battle.last_events))
 
     async def _collect_and_fill(self) -> None:
         game = self.game
         assert game is not None
         await self._gate.wait(game.pending, self.config.turn_timeout)
         if game.pending:
-            await self._send(game.skipped())
+            self._send(game.skipped())
         self._actions[:] = 0.0
         game.fill(self._actions)
 
@@ -178,11 +178,11 @@ class RoyaleOpponents:
         assert self.game is not None
         mask = np.zeros(self.n_matches, bool)
         mask[rows] = True
-        await self._send(self.game.round_started(mask))
+        self._send(self.game.round_started(mask))
 
     async def _stop(self) -> None:
         for conn in self.connections:
-            await conn.send(schema.game_aborted())
+            conn.send(schema.game_aborted())
             await conn.close(1000, "training stopped")
         if self.server is not None:
             await self.server.close()
