@@ -22,7 +22,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .defaults import MINIBATCHES, STEPS_PER_AGENT, TANK_MATCHES, TANK_SEGMENT_STEPS, choose_layout, tank_ppo_options
+from .defaults import (
+    MINIBATCHES,
+    ROYALE_MATCHES,
+    STEPS_PER_AGENT,
+    TANK_MATCHES,
+    TANK_SEGMENT_STEPS,
+    choose_layout,
+    tank_ppo_options,
+)
 from .run_log import MetricsLog, Progress, league_summary, print_summary, summarize, throughput_figures
 from .worker_command import run_worker
 
@@ -136,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=None,
         help="learning bot connections as threads of this process (default: see --workers)",
+    )
+    train.add_argument(
+        "--royale-matches",
+        type=_positive_int,
+        default=None,
+        help=f"with the league: parallel matches against each royale:PATH bot, one bot process each, played by a "
+        f"learning bot of their own at the bots' pace (default: {ROYALE_MATCHES}; docs/royale.md)",
     )
     train.add_argument(
         "--workers",
@@ -701,6 +716,7 @@ def _train(args: argparse.Namespace) -> int:
     from .reach import OBS_DIM as REACH_OBS
     from .reach import play_reach
     from .report import plot_curve, write_report
+    from .royale.server import RoyaleMatchError
     from .tank.engine import ACT_DIM, OBS_DIM, TankRules
     from .tensorboard import ServerScalars
 
@@ -711,12 +727,19 @@ def _train(args: argparse.Namespace) -> int:
     if args.eval_rounds < 0:
         raise ValueError(f"--eval-rounds must be >= 0, got {args.eval_rounds}")
     opponents = args.opponent or [LEAGUE]
-    royale = any(o.startswith("royale:") for o in opponents)
-    if args.workers and royale:
+    royale = [o for o in opponents if o.startswith("royale:")]
+    # With the league, Tank Royale bots are its share of a learning bot of their own (their pace is
+    # the bots'); without it they are fixed opponents of the learning bots' own matches.
+    royale_share = royale if LEAGUE in opponents else []
+    opponents = [o for o in opponents if o not in royale_share]
+    if args.workers and royale and not royale_share:
         raise ValueError("royale:PATH opponents play with --bots (threads of this process), not --workers")
-    if LEAGUE in opponents and royale:
-        raise ValueError("royale:PATH opponents cannot join the league yet: train against them as fixed opponents")
-    layout = choose_layout(args.workers, args.bots, threads_only=royale or not tank)
+    if args.royale_matches is not None and not royale_share:
+        raise ValueError(
+            "--royale-matches applies to Tank Royale bots in the league (--opponent league --opponent royale:PATH)"
+        )
+    _check_royale_bots(royale)
+    layout = choose_layout(args.workers, args.bots, threads_only=bool(royale and not royale_share) or not tank)
     args.workers, args.bots = layout.workers, layout.bots
     league, table = _league(args, opponents) if tank else (None, None)
     if args.matches is None:
@@ -732,7 +755,7 @@ def _train(args: argparse.Namespace) -> int:
     server_figures: list[ServerScalars] = []  # set once the server exists; rows start after it does
 
     if table is not None:
-        rounds_log.listener = table.add
+        rounds_log.listener = lambda results: table.add([(w, sc, _member_name(o), d) for w, sc, o, d in results])
 
     def extra() -> dict[str, float]:
         row = server_figures[0]() if server_figures else {}
@@ -758,23 +781,32 @@ def _train(args: argparse.Namespace) -> int:
         seed = args.seed * 1000 + i
         try:
             if tank:
-                from .royale.train import learning_opponents  # royale:PATH opponents: Tank Royale bots, booted
+                from .royale.train import play_with_royale_opponents  # royale:PATH opponents: Tank Royale bots, booted
 
-                view = _match_view(server.dashboard, args.agent, opponents) if i == 0 else None
-                with learning_opponents(opponents, args.matches, rules, view) as hooks:
+                def play(mix: list[str], n_matches: int, hooks: dict[str, Any]) -> None:
                     play_learning_bot(
                         running.url,
-                        opponents,
-                        n_matches=args.matches,
+                        mix,
+                        n_matches=n_matches,
                         stop=stop,
                         rules=rules,
                         token=args.token,
                         seed=seed,
-                        name=f"tank{i}",
+                        name=f"tank{i}" if i < n_bots else "royale",
                         log=rounds_log,
-                        league=None if league is None else functools.partial(league.build, worker=i),
+                        league=None if league is None or i >= n_bots else functools.partial(league.build, worker=i),
                         **hooks,
                     )
+
+                if i < n_bots:
+                    view = _match_view(server.dashboard, args.agent, opponents) if i == 0 else None
+                    play_with_royale_opponents(opponents, lambda _: args.matches, rules, play, _train_line, view)
+                else:  # the league's Tank Royale share: its own battle, as many matches per bot as asked
+                    share = args.royale_matches or ROYALE_MATCHES
+                    try:
+                        play_with_royale_opponents(royale_share, lambda mix: share * len(mix), rules, play, _train_line)
+                    except RoyaleMatchError as exc:  # the league plays on without Tank Royale bots
+                        _train_line(f"{exc}; the league goes on without Tank Royale bots")
             else:
                 reach_games[i], _ = play_reach(
                     running.url,
@@ -794,6 +826,11 @@ def _train(args: argparse.Namespace) -> int:
         if tank
         else "on 'reach'"
     )
+    if royale_share:
+        share = args.royale_matches or ROYALE_MATCHES
+        what += (
+            f" + its Tank Royale share ({', '.join(map(_member_name, royale_share))}: {share} match(es) each, 1 bot thread)"
+        )
     n_bots = args.workers or args.bots
     where = "worker process(es)" if args.workers else "bot thread(s)"
     print(
@@ -812,6 +849,7 @@ def _train(args: argparse.Namespace) -> int:
         print(_resume_line("arena train", server.trainer), flush=True)
     interrupted = False
     pool = None
+    share_bot: threading.Thread | None = None
     try:
         if args.workers:
             from .workers import WorkerPool
@@ -828,6 +866,10 @@ def _train(args: argparse.Namespace) -> int:
 
             def bots_alive() -> bool:
                 return any(b.is_alive() for b in bots)
+
+        if royale_share:  # the league's Tank Royale share, beside the workers or the bot threads
+            share_bot = threading.Thread(target=run_bot, args=(n_bots,), name="bot-royale", daemon=True)
+            share_bot.start()
 
         with Progress(server, started, rounds_log if tank else None, table) as progress:
             while bots_alive():
@@ -856,6 +898,8 @@ def _train(args: argparse.Namespace) -> int:
         if pool is not None:
             pool.close(rounds_log)
             errors.extend(RuntimeError(f"worker exited with code {code}") for code in pool.failed())
+        if share_bot is not None:  # it stops its Tank Royale bot processes on the way out
+            share_bot.join(30)
         trainer_cpu = server.trainer.cpu_seconds()  # read while its thread lives
         running.stop()  # bots get 1001, the trainer joins, the final checkpoint is written
         if log.tensorboard is not None:
@@ -863,6 +907,9 @@ def _train(args: argparse.Namespace) -> int:
     if server.failed is not None:
         print(f"arena train: the trainer failed beyond its restart quota: {server.failed!r}", file=sys.stderr)
         errors.append(server.failed)
+    elif errors and isinstance(errors[0], RoyaleMatchError):  # its Tank Royale opponents all failed to boot
+        print(f"arena train: error: {str(errors[0]).splitlines()[0]}", file=sys.stderr)
+        return 2
     elif errors:
         print(f"arena train: a bot failed: {errors[0]!r}", file=sys.stderr)
     summary = summarize(args, server, time.monotonic() - started, rounds_log if tank else None, reach_games, opponents)
@@ -891,6 +938,26 @@ def _train(args: argparse.Namespace) -> int:
         outputs.append(log.tensorboard.logdir)
     print("arena train: wrote " + ", ".join(str(p) for p in outputs))
     return 130 if interrupted else (1 if errors else 0)
+
+
+def _check_royale_bots(kinds: list[str]) -> None:
+    """Each ``royale:PATH`` names a Tank Royale bot directory (else one line and exit 2, before anything starts)."""
+    from .royale.booter import find_bot
+
+    for kind in kinds:
+        try:
+            find_bot(Path(kind.removeprefix("royale:")))
+        except (FileNotFoundError, ValueError) as exc:
+            raise ValueError(f"--opponent {kind}: {exc}") from None
+
+
+def _member_name(opponent: str) -> str:
+    """A league member's name in tables: ``royale:PATH`` as ``royale:NAME`` (the bot directory's name)."""
+    return f"royale:{Path(opponent.removeprefix('royale:')).name}" if opponent.startswith("royale:") else opponent
+
+
+def _train_line(message: str) -> None:
+    print(f"arena train: {message}", file=sys.stderr, flush=True)
 
 
 def _league(args: argparse.Namespace, opponents: list[str]) -> tuple[Any, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 __all__ = [
     "LEAGUE_PPO",
     "MINIBATCHES",
+    "ROYALE_MATCHES",
     "STEPS_PER_AGENT",
     "TANK_MATCHES",
     "TANK_PPO",
@@ -30,6 +31,11 @@ TANK_MATCHES = 128
 scripted opponent, policy, one websocket frame), so more matches per call cost little more per
 step: 16 matches ran ~7,000 steps/s end to end, 128 run 101,500-108,300 with the shape below.
 256 matches (32 steps each) trained slower (51,000-53,000 steps/s) and no better per sample."""
+
+ROYALE_MATCHES = 2
+"""The league's parallel matches against each Tank Royale bot (``arena train --royale-matches``), one bot
+process each. An official-API Python bot costs ~0.8 ms of CPU a turn, so on 2 cores two matches of
+one bot take a tenth of the machine at its lockstep pace; more starve the learner (docs/royale.md)."""
 
 STEPS_PER_AGENT = 64
 """Rollout steps per parallel agent (CleanRL's ``num_steps``): rollout = agents x 64, so 8,192 steps

@@ -107,6 +107,8 @@ def test_match_json_and_export_round_trip(tmp_path):
         ("train", "--league-option", "snapshot_every"),
         ("train", "--league-option", "no_such_option=1"),
         ("train", "--opponent", "sitting", "--league-option", "exponent=1"),
+        ("train", "--royale-matches", "2"),
+        ("train", "--opponent", "royale:/nonexistent/Bot"),
         ("match", "--bot", "sniper", "--bot", "sitting"),
         ("match", "--rate", "--bot", "sitting", "--bot", "royale:/nonexistent"),
         ("league", "/nonexistent/run"),

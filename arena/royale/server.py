@@ -113,7 +113,12 @@ class RoyaleMatchError(ValueError):
     """A match could not be played: a bot did not connect or did not get ready in time.
 
     A ValueError, so ``arena`` reports it as one error (with the bot's output) and exit code 2.
+    ``bots`` names the bots at fault (their directory names), so training can go on without them.
     """
+
+    def __init__(self, message: str, bots: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.bots = tuple(bots)
 
 
 # --- connections -------------------------------------------------------------------------------
@@ -391,8 +396,11 @@ class RoyaleGameRunner:
             try:
                 await asyncio.gather(*waits)
             except TimeoutError:
-                late = [c.name for c in self.connections if not c.ready.is_set()]
-                raise RoyaleMatchError(f"no bot-ready within {self.ready_timeout:g} s from: {', '.join(late)}") from None
+                late = [i for i, c in enumerate(self.connections) if not c.ready.is_set()]
+                raise RoyaleMatchError(
+                    f"no bot-ready within {self.ready_timeout:g} s from: {', '.join(self.connections[i].name for i in late)}",
+                    [game.seats[i].name for i in late],
+                ) from None
             if self.observer is not None:
                 self.observer.round_started(battle, np.ones(M, bool))
             self._send(game.round_started())
@@ -633,12 +641,15 @@ async def join_bots(
         if left <= 0:
             missing = [seats[i][2] for i, c in enumerate(connections) if c is None]
             tails = "".join(f"\n--- {b.bot.base_name} log:\n{b.log_tail()}" for b in booted)
-            raise RoyaleMatchError(f"Tank Royale bot(s) not connected within {timeout:g} s: {', '.join(missing)}{tails}")
+            raise RoyaleMatchError(
+                f"Tank Royale bot(s) not connected within {timeout:g} s: {', '.join(missing)}{tails}", missing
+            )
         for b in booted:
             if not b.running:
                 raise RoyaleMatchError(
                     f"Tank Royale bot {b.bot.base_name} exited with code {b.process.returncode} before joining; "
-                    f"its output:\n{b.log_tail()}"
+                    f"its output:\n{b.log_tail()}",
+                    [b.bot.base_name],
                 )
         try:
             conn = await asyncio.wait_for(server.joined.get(), min(left, 0.25))

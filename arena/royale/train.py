@@ -39,7 +39,17 @@ from . import schema
 from .booter import BootedBot, boot, find_bot
 from .game import RoyaleGame
 from .schema import BotIntent
-from .server import BotConnection, RoyaleBotSpec, RoyaleServer, RoyaleServerConfig, TurnGate, game_setup, join_bots, stop_bots
+from .server import (
+    BotConnection,
+    RoyaleBotSpec,
+    RoyaleMatchError,
+    RoyaleServer,
+    RoyaleServerConfig,
+    TurnGate,
+    game_setup,
+    join_bots,
+    stop_bots,
+)
 
 __all__ = ["RoyaleController", "RoyaleOpponents", "learning_opponents"]
 
@@ -139,7 +149,14 @@ class RoyaleOpponents:
             conn.on_left = lambda i=i: self._left(i)
             conn.send(schema.game_started(2, self.setup, None, bot_names))
         waits = [asyncio.wait_for(conn.ready.wait(), self.config.ready_timeout) for conn in self.connections]
-        await asyncio.gather(*waits)
+        try:
+            await asyncio.gather(*waits)
+        except TimeoutError:
+            late = [i for i, conn in enumerate(self.connections) if not conn.ready.is_set()]
+            raise RoyaleMatchError(
+                f"no bot-ready within {self.config.ready_timeout:g} s from: {', '.join(self.seats[i][2] for i in late)}",
+                [self.seats[i][2] for i in late],
+            ) from None
 
     def _intent(self, seat: int, message: BotIntent) -> None:
         if self.game is not None and self.game.intent(seat, message):
@@ -182,6 +199,7 @@ class RoyaleOpponents:
 
     async def _stop(self) -> None:
         for conn in self.connections:
+            conn.on_left = None  # leaving now is our doing, not news
             conn.send(schema.game_aborted())
             await conn.close(1000, "training stopped")
         if self.server is not None:
@@ -257,3 +275,50 @@ def learning_opponents(
         yield {"opponent_factory": hub.factory, "watch": both}
     finally:
         hub.close()
+
+
+def play_with_royale_opponents(
+    opponents: Sequence[str],
+    matches: Callable[[list[str]], int],
+    rules: TankRules,
+    play: Callable[[list[str], int, dict[str, Any]], None],
+    say: Callable[[str], None],
+    watch: Callable[[TankBattle], None] | None = None,
+) -> None:
+    """Boot the Tank Royale bots of ``opponents`` and run ``play(mix, n_matches, hooks)`` against them.
+
+    A bot that fails to boot (exits, never connects, never gets ready) is dropped, said once
+    through ``say``, and the others boot again without it, so one broken bot directory costs
+    the run that bot, not the run. ``matches(mix)`` sizes the battle for the mix left.
+
+    Raises:
+        RoyaleMatchError: no opponent is left (the first line of the last failure, then why).
+    """
+    mix = list(opponents)
+    while True:
+        n_matches = matches(mix)
+        with contextlib.ExitStack() as stack:
+            try:
+                hooks = stack.enter_context(learning_opponents(mix, n_matches, rules, watch))
+            except RoyaleMatchError as exc:
+                royale = [k for k in mix if RoyaleBotSpec.matches(k)]
+                failed = [k for k in royale if RoyaleBotSpec.parse(k).name in exc.bots] or royale
+                mix = [k for k in mix if k not in failed]
+                reason = _reason(exc)
+                names = ", ".join(RoyaleBotSpec.parse(k).name for k in failed)
+                if not mix:
+                    raise RoyaleMatchError(
+                        f"Tank Royale bot {names} failed to boot ({reason}); no opponent left", exc.bots
+                    ) from None
+                say(f"Tank Royale bot {names} failed to boot ({reason}); training goes on without it")
+                continue
+            play(mix, n_matches, hooks)
+            return
+
+
+def _reason(exc: RoyaleMatchError) -> str:
+    """One line of why bots failed: the error's first line and the last line the bot printed, if any."""
+    first, *rest = str(exc).splitlines() or [""]
+    printed = [line.strip() for line in rest if line.strip() and not line.startswith("--- ")]
+    first = first.removesuffix("; its output:")
+    return f"{first}; its last output: {printed[-1]}" if printed else first
