@@ -130,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="a league parameter: snapshot_every (updates, default 200), max_snapshots (8), self_share (0.2), "
-        "floor_share (0.2), exponent (2), win_rate_memory (100 rounds), draw_value (0: a draw is no win); repeatable",
+        "floor_share (0.2), exponent (2), win_rate_memory (100 rounds), draw_value (0: a draw is no win), "
+        "snapshots_as_one (true: the snapshots are one member of the draw); repeatable",
     )
     train.add_argument(
         "--matches",

@@ -31,6 +31,33 @@ def test_probabilities_follow_the_documented_rule():
     assert max(p, key=p.__getitem__) == "tracker"
 
 
+def test_snapshots_are_one_member_in_the_draw_by_default():
+    """The group gets the rule's share at its mean win rate; inside it each snapshot's f_i splits it."""
+    lg = league(self_share=0.2, floor_share=0.2, exponent=2.0)
+    for name, w in zip(SCRIPTED, (0.9, 0.8, 0.6, 0.0), strict=True):
+        lg.member(name).win_rate = w
+    for version, w in ((200, 0.7), (400, 0.5), (600, 0.3)):
+        lg.add_snapshot(version)
+        lg.member(snapshot_name(version)).win_rate = w
+    rates = [0.9, 0.8, 0.6, 0.0, 0.5]  # the scripted bots, then the snapshots' mean
+    f = np.array([(1 - w) ** 2 for w in rates])
+    slots = 0.8 * (0.8 * f / f.sum() + 0.2 / 5)
+    inside = np.array([0.3**2, 0.5**2, 0.7**2])
+    p = lg.probabilities()
+    assert [p[n] for n in SCRIPTED] == pytest.approx(list(slots[:4]))
+    assert [p[snapshot_name(v)] for v in (200, 400, 600)] == pytest.approx(list(slots[4] * inside / inside.sum()))
+    assert sum(p.values()) == pytest.approx(1.0)
+    # One by one (snapshots_as_one false), the same three snapshots take more, tracker less.
+    apart = League.start(LeagueConfig(snapshots_as_one=False), SCRIPTED)
+    for m in lg.members:
+        if m.kind == "snapshot":
+            apart.add_snapshot(m.version)
+        apart.member(m.name).win_rate = m.win_rate
+    q = apart.probabilities()
+    together = sum(p[snapshot_name(v)] for v in (200, 400, 600))
+    assert sum(q[snapshot_name(v)] for v in (200, 400, 600)) > 2 * together and q["tracker"] < p["tracker"]
+
+
 def test_draws_match_the_probabilities():
     lg = league()
     lg.member("tracker").win_rate = 0.1
@@ -119,6 +146,7 @@ def test_state_round_trip_and_a_new_config_on_resume():
         {"win_rate_memory": "0"},
         {"draw_value": "2"},
         {"snapshot_every": "many"},
+        {"snapshots_as_one": "maybe"},
         {"no_such_option": "1"},
     ],
 )
