@@ -840,14 +840,15 @@ def _profile_ingest(
 
     frames = int(server.metrics.counter("frames_accepted") - frames_before)
     shares = {
-        "_on_frames (all work on received frames)": cumulative("_on_frames", "server/app.py"),
+        "_on_group (all work on received frames)": cumulative("_on_group", "server/app.py"),
+        "BotConnection.receive (the protocol rules)": cumulative("receive", "server/bot_connection.py"),
         "unpack (msgpack + limits)": cumulative("unpack", "bot_protocol/codec.py"),
         "TransitionHeader.from_wire (sizes, flags, ints)": cumulative("from_wire", "bot_protocol/transitions.py"),
         "assemble_batches (one value check per group)": cumulative("assemble_batches", "bot_protocol/transitions.py"),
         "SegmentAssembler.add": cumulative("add", "server/assembler.py"),
         "TransitionQueue.put": cumulative("put", "server/transition_queue.py"),
         "Metrics.inc": cumulative("inc", "server/metrics.py"),
-        "_grant (credit replies)": cumulative("_grant", "server/app.py"),
+        "_grant (credit replies)": cumulative("_grant", "server/bot_connection.py"),
         "_return_withheld_credit (per trainer drain)": cumulative("_return_withheld_credit", "server/app.py"),
         "_send_quietly (credit sends)": cumulative("_send_quietly", "server/app.py"),
     }

@@ -10,10 +10,11 @@ Typical embedding::
         print(running.url)   # connect bots here
 """
 
-from .app import ListenError, ServerThread, TrainingServer
+from .app import ListenError, TrainingServer
 from .config import ServerConfig, TrainerConfig
 from .dashboard import Dashboard, DashboardConfig
 from .metrics import Metrics
+from .thread import ServerThread
 from .trainer import Trainer
 from .transition_queue import TransitionQueue
 from .weights import WeightsSnapshot, make_snapshot

@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
-import hmac
 import http
 import importlib.resources
 import ipaddress
@@ -44,7 +42,6 @@ import itertools
 import json
 import logging
 import math
-import ssl
 import threading
 import time
 import urllib.parse
@@ -54,7 +51,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
@@ -62,6 +58,7 @@ from websockets.protocol import State
 from websockets.typing import Subprotocol
 
 from .config import is_loopback, url_host
+from .http_common import bearer_matches, json_body, page_response, peer_address, secret_matches, tls_context
 
 if TYPE_CHECKING:  # the dashboard only reads a running server; no import cycle at run time
     from .app import TrainingServer
@@ -258,7 +255,7 @@ class Dashboard:
             close_timeout=cfg.close_timeout,
             max_size=cfg.max_inbound_bytes,
             max_queue=1,
-            ssl=_tls_context(self.server.config.tls_cert, self.server.config.tls_key),  # the bot port's certificate
+            ssl=tls_context(self.server.config.tls_cert, self.server.config.tls_key),  # the bot port's certificate
             # websockets logs every plain HTTP answer ("connection rejected (200 OK)") at INFO:
             # under a name of their own, an entry point can quiet page loads without losing ours.
             logger=logging.getLogger(f"{__name__}.http"),
@@ -470,13 +467,11 @@ class Dashboard:
         """Bearer header (as bots) or ``?token=`` (browsers cannot set headers on a websocket)."""
         if self._token is None:
             return True
-        expected = self._token.encode()
-        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), expected):
+        if bearer_matches(request.headers, self._token):
             return True
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(request.path).query, max_num_fields=8)
         supplied = query.get("token", [""])[-1]
-        return hmac.compare_digest(supplied.encode(), expected)
+        return secret_matches(supplied, self._token)
 
     def _same_origin(self, request: Request) -> bool:
         """A browser's websocket must come from this page (cross-site websocket hijacking)."""
@@ -501,46 +496,46 @@ class Dashboard:
             healthy, body = self.server.health()
             body["observers"] = len(self._observers)
             status = http.HTTPStatus.OK if healthy else http.HTTPStatus.SERVICE_UNAVAILABLE
-            return _response(status, json.dumps(body) + "\n", "application/json")
+            return page_response(status, json_body(body), "application/json")
         if path in _STATIC and path != "/":
             name, content_type = _STATIC[path]
-            return _response(http.HTTPStatus.OK, self._files[name], content_type, cache=True)
+            return page_response(http.HTTPStatus.OK, self._files[name], content_type, cache=True)
         if path == "/favicon.ico":
-            return _response(http.HTTPStatus.NO_CONTENT, b"")
+            return page_response(http.HTTPStatus.NO_CONTENT, b"")
         if path not in ("/", OBSERVE_PATH):
-            return _response(http.HTTPStatus.NOT_FOUND, "not found\n")
+            return page_response(http.HTTPStatus.NOT_FOUND, "not found\n")
         if not self._host_allowed(request):
             self.server.metrics.inc("observers_rejected", reason="host")
-            return _response(http.HTTPStatus.FORBIDDEN, "unexpected Host header\n")
+            return page_response(http.HTTPStatus.FORBIDDEN, "unexpected Host header\n")
         authorized = self._authorized(request)
         # The bot port's admission, shared: bad tokens here count toward the same per-address
         # block, so a second port is no second chance at guessing the token.
-        refusal = self.server.admission.check(_address(connection), authorized)
+        refusal = self.server.admission.check(peer_address(connection), authorized)
         if refusal is not None:
             self.server.metrics.inc("observers_rejected", reason="rate_limited")
-            response = _response(http.HTTPStatus(refusal.status), refusal.reason + "\n")
+            response = page_response(http.HTTPStatus(refusal.status), refusal.reason + "\n")
             if refusal.retry_after is not None:
                 response.headers["Retry-After"] = str(refusal.retry_after)
             return response
         if not authorized:
             self.server.metrics.inc("observers_rejected", reason="unauthorized")
-            response = _response(http.HTTPStatus.UNAUTHORIZED, "missing or invalid token\n")
+            response = page_response(http.HTTPStatus.UNAUTHORIZED, "missing or invalid token\n")
             response.headers["WWW-Authenticate"] = 'Bearer realm="arena"'
             return response
         if path == "/":
             name, content_type = _STATIC[path]
-            response = _response(http.HTTPStatus.OK, self._files[name], content_type)
+            response = page_response(http.HTTPStatus.OK, self._files[name], content_type)
             response.headers["Content-Security-Policy"] = _PAGE_CSP
             response.headers["X-Frame-Options"] = "DENY"
             return response
         if not self._same_origin(request):
             self.server.metrics.inc("observers_rejected", reason="origin")
-            return _response(http.HTTPStatus.FORBIDDEN, "cross-origin observer refused\n")
+            return page_response(http.HTTPStatus.FORBIDDEN, "cross-origin observer refused\n")
         if self._closing:
-            return _response(http.HTTPStatus.SERVICE_UNAVAILABLE, "dashboard shutting down\n")
+            return page_response(http.HTTPStatus.SERVICE_UNAVAILABLE, "dashboard shutting down\n")
         if len(self._observers) >= self.config.max_observers:
             self.server.metrics.inc("observers_rejected", reason="capacity")
-            return _response(http.HTTPStatus.SERVICE_UNAVAILABLE, "too many observers\n")
+            return page_response(http.HTTPStatus.SERVICE_UNAVAILABLE, "too many observers\n")
         return None  # upgrade to the observer websocket
 
     # ── observers (loop thread) ──────────────────────────────────────────────
@@ -568,7 +563,7 @@ class Dashboard:
         self._observers.add(observer)
         observer.sender = asyncio.get_running_loop().create_task(self._sender(observer), name="dashboard-observer")
         observer.wake.set()
-        logger.info("observer connected from %s (%d open)", _address(connection) or "?", len(self._observers))
+        logger.info("observer connected from %s (%d open)", peer_address(connection) or "?", len(self._observers))
         try:
             async for _ in connection:
                 self.server.metrics.inc("observers_rejected", reason="sent_data")
@@ -616,7 +611,7 @@ class Dashboard:
             return False
         except TimeoutError:
             logger.warning(
-                "aborting observer %s: nothing drained for %.0f s", _address(connection) or "?", self.config.send_timeout
+                "aborting observer %s: nothing drained for %.0f s", peer_address(connection) or "?", self.config.send_timeout
             )
             self.server.metrics.inc("observers_aborted", reason="write_stalled")
             connection.transport.abort()
@@ -707,40 +702,3 @@ def _load_static() -> dict[str, bytes]:
     """The page's files, read once (a few KiB): serving them never touches the disk."""
     folder = importlib.resources.files("server") / "static"
     return {name: (folder / name).read_bytes() for name, _ in _STATIC.values()}
-
-
-def _response(
-    status: http.HTTPStatus,
-    body: str | bytes,
-    content_type: str = "text/plain; charset=utf-8",
-    cache: bool = False,
-) -> Response:
-    data = body.encode() if isinstance(body, str) else body
-    headers = Headers(
-        [
-            ("Date", email.utils.formatdate(usegmt=True)),
-            ("Connection", "close"),
-            ("Content-Length", str(len(data))),
-            ("Content-Type", content_type if "charset" in content_type else f"{content_type}; charset=utf-8"),
-            # The page's URL may carry ?token=: keep it out of caches and of Referer headers.
-            ("Cache-Control", "max-age=300" if cache else "no-store"),
-            ("Referrer-Policy", "no-referrer"),
-            ("X-Content-Type-Options", "nosniff"),
-        ]
-    )
-    return Response(status.value, status.phrase, headers, data)
-
-
-def _tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
-    """TLS as on the bot port (same files, TLS >= 1.2): a token must not cross the network in clear."""
-    if cert is None or key is None:
-        return None
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert, key)
-    return context
-
-
-def _address(connection: ServerConnection) -> str:
-    remote = connection.remote_address
-    return str(remote[0]) if isinstance(remote, tuple) and remote else ""

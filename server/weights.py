@@ -57,7 +57,7 @@ class WeightsSlot:
 
     No event and no waiting task: an idle connection should cost as little memory as
     possible (docs/reliability.md, L4), so the server starts a sender task only while
-    something is pending (see ``TrainingServer._offer``).
+    something is pending (see ``server.delivery.WeightsDelivery.offer``).
     """
 
     __slots__ = ("_pending", "delivered")

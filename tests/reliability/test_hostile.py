@@ -891,7 +891,9 @@ async def test_h11_block_expires_and_old_failures_leave_the_window(caplog):
 
 async def test_h12_token_compared_with_hmac_compare_digest(monkeypatch):
     """The bearer token is compared with ``hmac.compare_digest`` (constant time), never with ``==``."""
-    source = inspect.getsource(TrainingServer._authorized)
+    from server.http_common import secret_matches  # what the bot port and the dashboard both check tokens with
+
+    source = inspect.getsource(secret_matches)
     assert "hmac.compare_digest(" in source
     assert "== token" not in source and "token ==" not in source and "!= token" not in source
     calls: list[tuple[Any, Any]] = []

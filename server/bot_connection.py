@@ -1,0 +1,490 @@
+"""One bot's protocol, sans-I/O: frames (bytes) in, a :class:`Decision` out.
+
+Every rule docs/protocol.md states for a bot connection is applied here and nowhere else:
+the ``hello`` checks, credit (the amounts are :mod:`server.credit`'s), sequence numbers,
+policy versions, value checks and the error budget. Nothing here awaits, touches a socket
+or needs an event loop, so each rule is tested on raw bytes (``tests/test_bot_connection.py``)
+and :mod:`server.app` only moves bytes: it reads the frames websockets has buffered, hands
+them to :meth:`BotConnection.receive`, and carries out the decision.
+
+Accepted batches go on the transition queue as they are accepted, not after: the queue is
+an in-memory hand-over (no I/O), and each credit decision must see it as the puts before it
+left it (a put that overflows it drops the oldest batches, which can make room again). So
+the steps counted as received are queued in the same loop turn, and ``received == trained
++ dropped + queued + ...`` holds on the loop thread. The I/O side then sends
+:attr:`Decision.replies`, in order, and closes if :attr:`Decision.close` says so.
+
+The ingest path (docs/architecture.md, "The life of one step", 3.): each frame is unpacked
+once; consecutive well-formed ``tr`` frames are collected as headers, their credit goes
+back as soon as they are read (before their values are checked), then sequence numbers and
+versions are checked frame by frame and the values of the whole group in one numpy pass.
+Accepted frames reach the queue as one arrival per run of equal policy version. If a value
+is out of bounds anywhere, the group is answered again frame by frame, in one pass, so
+each frame gets the answer and the counters it would have had alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot_protocol import (
+    Bye,
+    CloseCode,
+    Error,
+    ErrorCode,
+    Hello,
+    Limits,
+    Message,
+    ProtocolError,
+    SessionSpec,
+    TransitionBatch,
+    TransitionHeader,
+    Welcome,
+    assemble_batches,
+    decode_from_bot,
+    encode,
+)
+from bot_protocol.codec import message_from_bot, unpack
+
+from .config import ServerConfig
+from .credit import session_limits
+from .metrics import Metrics
+from .session import BotSession
+from .transition_queue import Arrival, TransitionQueue
+from .weights import WeightsSnapshot
+
+__all__ = ["BotConnection", "BotRules", "Close", "Decision"]
+
+
+@dataclass(frozen=True)
+class BotRules:
+    """What every bot connection of one run is held to: the run's sizes and the protocol's limits.
+
+    No defaults of its own: :meth:`from_config` takes them from :class:`~server.config.ServerConfig`.
+    """
+
+    obs_dim: int
+    """The observation size of the run's agent; a ``hello`` must declare exactly this."""
+    act_dim: int
+    """The action size of the run's agent; a ``hello`` must declare exactly this."""
+    limits: Limits
+    """Announced in ``welcome`` and enforced on every ``tr`` (build it with :func:`server.credit.session_limits`)."""
+    max_agents_per_bot: int
+    error_budget: int
+    """Errors answered per ``error_window`` seconds; the one that reaches it is sent, then close 1008."""
+    error_window: float
+    max_undecodable: int
+    """Undecodable frames per connection (never forgiven); the one that reaches it closes 1008."""
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{name} must be >= 1, got {getattr(self, name)}"
+            for name in ("obs_dim", "act_dim", "max_agents_per_bot", "error_budget", "max_undecodable")
+            if getattr(self, name) < 1
+        ]
+        if not self.error_window > 0:
+            problems.append(f"error_window must be > 0 seconds, got {self.error_window}")
+        if problems:
+            raise ValueError("invalid BotRules: " + "; ".join(problems))
+
+    @classmethod
+    def from_config(cls, config: ServerConfig, obs_dim: int, act_dim: int) -> BotRules:
+        return cls(
+            obs_dim=obs_dim,
+            act_dim=act_dim,
+            limits=session_limits(config),
+            max_agents_per_bot=config.max_agents_per_bot,
+            error_budget=config.error_budget,
+            error_window=config.error_window,
+            max_undecodable=config.max_undecodable,
+        )
+
+
+@dataclass(frozen=True)
+class Close:
+    """Close the connection with this code and reason (a reason already short enough for a close frame)."""
+
+    code: CloseCode
+    reason: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the I/O side must do about the frames it handed in, in this order."""
+
+    queued: tuple[Arrival, ...] = ()
+    """The accepted batches, in order, as they were put on the transition queue (already there)."""
+    replies: tuple[bytes, ...] = ()
+    """Frames to send to the bot (``welcome``, ``credit``, ``error``), in order."""
+    close: Close | None = None
+    """Set when the connection must end (after the replies): nothing more is read from it."""
+
+
+class _Outcome:
+    """A decision being made: what it queued and what to send so far."""
+
+    __slots__ = ("close", "queued", "replies")
+
+    def __init__(self) -> None:
+        self.queued: list[Arrival] = []
+        self.replies: list[bytes] = []
+        self.close: Close | None = None
+
+    def decision(self) -> Decision:
+        return Decision(tuple(self.queued), tuple(self.replies), self.close)
+
+
+_Verdict = tuple[ErrorCode, str] | None
+"""Why a ``tr`` is refused before its values are looked at (its seq or version), or None."""
+
+
+class BotConnection:
+    """One bot connection's protocol state machine: waiting for ``hello``, then open.
+
+    Args:
+        rules: the run's sizes and limits, shared by every connection.
+        metrics: where the protocol's counters go (``frames_rejected``, ``seq_gaps``, ...).
+        queue: where accepted batches go; its high-water mark is the one thing about the
+            rest of the server a credit decision needs.
+        logger: the logger the session's messages go to (each prefixed with its bot id).
+        bot_numbers: the process-wide counter that makes bot ids unique (``<name>-<k>``).
+        clock: ``time.monotonic`` (a test may pass its own).
+    """
+
+    def __init__(
+        self,
+        rules: BotRules,
+        metrics: Metrics,
+        queue: TransitionQueue,
+        logger: logging.Logger,
+        bot_numbers: Iterator[int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rules = rules
+        self.metrics = metrics
+        self.queue = queue
+        self._logger = logger
+        self._bot_numbers = bot_numbers if bot_numbers is not None else itertools.count(1)
+        self._clock = clock
+        self._session: BotSession | None = None
+        self._undecodable = 0
+        self._errors: deque[float] | None = None
+        """Times of the errors answered within the last ``error_window``; made on the first: most bots never err."""
+
+    @property
+    def session(self) -> BotSession:
+        """The session a welcome opened (an error to ask before)."""
+        if self._session is None:
+            raise RuntimeError("no session before the bot's hello is accepted")
+        return self._session
+
+    # ── the handshake ────────────────────────────────────────────────────────
+
+    def receive_hello(self, frame: bytes | str, current: WeightsSnapshot, agent: str) -> Decision:
+        """The connection's first frame: a welcome (and :attr:`session` set) or a refusal and its close.
+
+        ``current`` is the policy the welcome carries; ``agent`` names the learner in it.
+        """
+        if isinstance(frame, str):
+            return Decision(close=Close(CloseCode.UNSUPPORTED_DATA, "binary frames only"))
+        rules = self.rules
+        try:
+            hello = decode_from_bot(frame, None, rules.limits.max_message_bytes)
+            if not isinstance(hello, Hello):
+                raise ProtocolError(ErrorCode.UNEXPECTED, "the first message must be 'hello'")
+            self._check_hello(hello)
+        except ProtocolError as exc:
+            self.metrics.inc("handshakes_rejected", reason=str(exc.code))
+            error = encode(Error(str(exc.code), exc.message))
+            return Decision(replies=(error,), close=Close(CloseCode.POLICY_VIOLATION, _close_reason(exc.message)))
+        bot_id = f"{hello.name[:40]}-{next(self._bot_numbers)}"  # stays within the 64-character id limit
+        spec = SessionSpec(rules.obs_dim, rules.act_dim, hello.n_agents, hello.reward, rules.limits)
+        session = BotSession(bot_id, uuid.uuid4().hex[:16], hello, spec, current.identity, self._logger)
+        self._session = session
+        welcome = Welcome(
+            bot_id=bot_id,
+            session=session.session_id,
+            agent=agent,
+            limits=rules.limits,
+            credit=session.credit.available,
+            weights=current.message,
+            explore=current.message.explore,
+        )
+        return Decision(replies=(encode(welcome),))
+
+    def _check_hello(self, hello: Hello) -> None:
+        rules = self.rules
+        if hello.obs_dim != rules.obs_dim or hello.act_dim != rules.act_dim:
+            raise ProtocolError(
+                ErrorCode.BAD_HELLO,
+                f"this run trains obs_dim={rules.obs_dim}, act_dim={rules.act_dim}; hello declared "
+                f"obs_dim={hello.obs_dim}, act_dim={hello.act_dim}",
+            )
+        if hello.n_agents > rules.max_agents_per_bot:
+            raise ProtocolError(ErrorCode.BAD_HELLO, f"n_agents {hello.n_agents} exceeds {rules.max_agents_per_bot}")
+
+    # ── after the welcome ────────────────────────────────────────────────────
+
+    def receive(self, frames: Sequence[bytes | str], current: tuple[int, int]) -> Decision:
+        """Frames that arrived together, answered in arrival order; ``current``: the newest published (gen, ver).
+
+        Consecutive well-formed ``tr`` frames the bot had credit for are collected as headers
+        (sizes checked, values not yet) and accepted as one group; any other frame first
+        settles the group, then is answered on its own.
+        """
+        session = self.session
+        spec = session.spec
+        out = _Outcome()
+        group: list[TransitionHeader] = []
+        for frame in frames:
+            if isinstance(frame, str):
+                if self._accept_group(group, current, out):
+                    self.metrics.inc("frames_closed", reason="text_frame")
+                    out.close = Close(CloseCode.UNSUPPORTED_DATA, "binary frames only")
+                return out.decision()
+            try:
+                kind, fields = unpack(frame, self.rules.limits.max_message_bytes)
+            except ProtocolError as exc:
+                if not (self._accept_group(group, current, out) and self._undecodable_frame(exc, out)):
+                    return out.decision()
+                group = []
+                continue
+            structure: ProtocolError | None = None
+            if kind == TransitionBatch.TYPE and session.credit.available > 0:
+                try:
+                    header = TransitionHeader.from_wire(fields, spec)
+                except ProtocolError as exc:
+                    structure = exc  # answered in order below, once the group before it is settled
+                else:
+                    session.credit.spend()  # each 'tr' spends one credit, accepted or not
+                    group.append(header)
+                    continue
+            if not (self._accept_group(group, current, out) and self._message(kind, fields, structure, current, out)):
+                return out.decision()
+            group = []
+        # Credit goes back before the values are checked: the frames are in memory already,
+        # and the bot's next frames travel while this group is checked and queued.
+        self._grant(out, sum(header.nbytes for header in group), sum(header.n for header in group))
+        self._accept_group(group, current, out)
+        return out.decision()
+
+    def _undecodable_frame(self, exc: ProtocolError, out: _Outcome) -> bool:
+        """A frame that is no message (or of another protocol version); False when it closes the connection."""
+        if exc.code is ErrorCode.BAD_VERSION:  # close-only: no error message is sent
+            self.metrics.inc("frames_closed", reason="bad_version")
+            out.close = Close(CloseCode.POLICY_VIOLATION, "unsupported protocol version")
+            return False
+        self._undecodable += exc.code is ErrorCode.UNDECODABLE
+        if self._undecodable >= self.rules.max_undecodable:
+            self.metrics.inc("frames_closed", reason="too_many_undecodable")
+            out.close = Close(CloseCode.POLICY_VIOLATION, "too many undecodable frames")
+            return False
+        return self._reject(out, exc.code, exc.message)
+
+    def _message(
+        self,
+        kind: str,
+        fields: Mapping[str, Any],
+        structure: ProtocolError | None,
+        current: tuple[int, int],
+        out: _Outcome,
+    ) -> bool:
+        """One message outside a group; False when the connection must end.
+
+        A ``tr`` lands here when its structure is wrong (``structure``: the error its header
+        raised) or when the bot had no credit as it was read. The group settled just before
+        it may have earned credit back, so the credit is looked at again now.
+        """
+        session = self.session
+        if kind == TransitionBatch.TYPE:
+            # Each 'tr' spends one credit, accepted or not; every other type is free.
+            if not session.credit.spend():
+                return self._reject(out, ErrorCode.NO_CREDIT, "'tr' sent without flow-control credit")
+            batch: TransitionBatch | None = None
+            if structure is None:  # not read yet: it came when the bot had no credit
+                try:
+                    header = TransitionHeader.from_wire(fields, session.spec)
+                    batch = assemble_batches([header], session.spec, explain=True)
+                except ProtocolError as exc:
+                    structure = exc
+            if structure is not None:
+                return self._reject(out, structure.code, structure.message, _seq_of(fields))
+            assert batch is not None  # explain=True raises instead
+            if not self._accept_group([batch], current, out):
+                return False
+            self._grant(out)
+            return True
+        try:
+            message: Message = message_from_bot(kind, fields, session.spec)
+        except ProtocolError as exc:
+            return self._reject(out, exc.code, exc.message, _seq_of(fields))
+        if isinstance(message, Bye):
+            session.log.info("said bye: %s", message.reason[:80])
+            out.close = Close(CloseCode.NORMAL, "bye")
+            return False
+        if isinstance(message, Error):  # free: no credit, no strike (docs/protocol.md §3.4)
+            session.log.warning("bot reported error %s: %s", message.code, message.msg[:120])
+            return True
+        return self._reject(out, ErrorCode.UNEXPECTED, f"'{message.TYPE}' is not expected now")
+
+    def _accept_group(
+        self, group: Sequence[TransitionHeader | TransitionBatch], current: tuple[int, int], out: _Outcome
+    ) -> bool:
+        """Accept or reject ``tr`` frames of this session in order; accepted runs are queued joined.
+
+        Fast path: sequence and version checks on the headers, then one value check over
+        all accepted frames. If any value is out of bounds, :meth:`_accept_one_by_one`
+        answers every frame of the group instead. False when the connection must end.
+        """
+        if not group:
+            return True
+        session = self.session
+        last = session.last_seq
+        verdicts: list[_Verdict] = []
+        for frame in group:
+            verdict = _verdict(frame, last, current)
+            verdicts.append(verdict)
+            if verdict is None:
+                last = frame.seq
+        kept = [frame for frame, verdict in zip(group, verdicts, strict=True) if verdict is None]
+        batches = _join(session.spec, kept)
+        if batches is None:  # a value out of bounds somewhere
+            return self._accept_one_by_one(group, current, out)
+        for frame, verdict in zip(group, verdicts, strict=True):
+            if verdict is not None and not self._reject(out, *verdict, frame.seq):
+                return False
+        if kept:
+            self._accept(kept, batches, out)
+        return True
+
+    def _accept_one_by_one(
+        self, group: Sequence[TransitionHeader | TransitionBatch], current: tuple[int, int], out: _Outcome
+    ) -> bool:
+        """Answer each frame as if it had come alone: its values first, then its seq and version.
+
+        The slow path of a group with a bad value, in one pass: the good frames are kept
+        (each its own arrival), every bad one gets its exact error and counter.
+        """
+        spec = self.session.spec
+        for frame in group:
+            if isinstance(frame, TransitionHeader):
+                try:
+                    batch = assemble_batches([frame], spec, explain=True)
+                except ProtocolError as exc:
+                    if not self._reject(out, exc.code, exc.message, frame.seq):
+                        return False
+                    continue
+                assert batch is not None  # explain=True raises instead
+                frame = batch
+            verdict = _verdict(frame, self.session.last_seq, current)
+            if verdict is not None:
+                if not self._reject(out, *verdict, frame.seq):
+                    return False
+                continue
+            self._accept([frame], [frame], out)
+        return True
+
+    def _accept(
+        self, kept: Sequence[TransitionHeader | TransitionBatch], batches: Sequence[TransitionBatch], out: _Outcome
+    ) -> None:
+        """Record accepted frames (their seqs, the stats and counters) and queue their batches."""
+        session, metrics = self.session, self.metrics
+        for frame in kept:
+            if frame.seq > session.last_seq + 1 and session.last_seq >= 0:
+                # Accepted (the frames in between may have been refused by the bot's own limits,
+                # or lost by a buggy bot): counted, so a bot that skips seqs shows up in /metrics.
+                metrics.inc("seq_gaps")
+                metrics.inc("seq_gap_frames", frame.seq - session.last_seq - 1)
+            session.last_seq = frame.seq
+        steps = sum(batch.n for batch in batches)
+        session.steps_accepted += steps
+        session.frames_accepted += len(kept)
+        session.acting_version = (batches[-1].generation, batches[-1].version)
+        session.last_frame_at = self._clock()
+        metrics.inc("transitions_received", steps)
+        metrics.inc("frames_accepted", len(kept))
+        metrics.inc("frame_groups")
+        for batch in batches:
+            arrival = session.arrival(batch)
+            self.queue.put(arrival)
+            out.queued.append(arrival)
+
+    def _grant(self, out: _Outcome, incoming: int = 0, incoming_steps: int = 0) -> None:
+        """A grant point: owed credit goes back now, unless the queue is full (then the trainer's next drain returns it).
+
+        ``incoming``: bytes of frames already read and about to be checked; they count as
+        queued (a group that fills the queue earns no credit).
+        """
+        session = self.session
+        credit = session.credit.grant(session.last_seq, self.queue.at_high_water(incoming, incoming_steps))
+        if credit is not None:
+            out.replies.append(encode(credit))
+
+    def _reject(self, out: _Outcome, code: ErrorCode, message: str, ref: int | None = None) -> bool:
+        """Answer a recoverable error (counted by code); close 1008 once the bot exhausts its error budget."""
+        self.metrics.inc("frames_rejected", code=str(code))
+        out.replies.append(encode(Error(str(code), message, ref)))
+        if self._strike():
+            self.session.log.warning("closing: error budget exhausted (last: %s)", code)
+            out.close = Close(CloseCode.POLICY_VIOLATION, "too many errors")
+            return False
+        self._grant(out)  # a rejected 'tr' still spent the bot's credit: return it
+        return True
+
+    def _strike(self) -> bool:
+        """Record an error answered now; True once ``error_budget`` fall within ``error_window`` seconds."""
+        now = self._clock()
+        if self._errors is None:
+            self._errors = deque()
+        errors = self._errors
+        errors.append(now)
+        while errors and now - errors[0] > self.rules.error_window:
+            errors.popleft()
+        return len(errors) >= self.rules.error_budget
+
+
+def _verdict(frame: TransitionHeader | TransitionBatch, last_seq: int, current: tuple[int, int]) -> _Verdict:
+    if frame.seq <= last_seq:
+        return ErrorCode.DUPLICATE, f"seq {frame.seq} already seen"
+    if (frame.generation, frame.version) > current:
+        return ErrorCode.BAD_FIELD, "policy (gen, ver) newer than any published"
+    return None
+
+
+def _join(spec: SessionSpec, frames: Sequence[TransitionHeader | TransitionBatch]) -> list[TransitionBatch] | None:
+    """Accepted frames as batches, one per run of equal (generation, version); None if a value is bad."""
+    headers = [frame for frame in frames if isinstance(frame, TransitionHeader)]
+    if not headers:
+        return [frame for frame in frames if isinstance(frame, TransitionBatch)]  # checked one by one already
+    batches: list[TransitionBatch] = []
+    start = 0
+    for end in range(1, len(headers) + 1):
+        if end < len(headers) and (headers[end].generation, headers[end].version) == (
+            headers[start].generation,
+            headers[start].version,
+        ):
+            continue
+        batch = assemble_batches(headers[start:end], spec, explain=False)
+        if batch is None:
+            return None
+        batches.append(batch)
+        start = end
+    return batches
+
+
+def _close_reason(text: str, limit: int = 120) -> str:
+    """A close reason must fit a control frame (125 bytes): cut by bytes, not characters."""
+    return text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
+
+
+def _seq_of(fields: Mapping[str, Any]) -> int | None:
+    """The ``ref`` of an error about this message: its ``seq``, when that is a valid one."""
+    seq = fields.get("seq")
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 else None
