@@ -31,9 +31,9 @@ def test_probabilities_follow_the_documented_rule():
     assert max(p, key=p.__getitem__) == "tracker"
 
 
-def test_snapshots_are_one_member_in_the_draw_by_default():
+def test_snapshots_as_one_member_of_the_draw():
     """The group gets the rule's share at its mean win rate; inside it each snapshot's f_i splits it."""
-    lg = league(self_share=0.2, floor_share=0.2, exponent=2.0)
+    lg = league(self_share=0.2, floor_share=0.2, exponent=2.0, snapshots_as_one=True)
     for name, w in zip(SCRIPTED, (0.9, 0.8, 0.6, 0.0), strict=True):
         lg.member(name).win_rate = w
     for version, w in ((200, 0.7), (400, 0.5), (600, 0.3)):
@@ -47,8 +47,8 @@ def test_snapshots_are_one_member_in_the_draw_by_default():
     assert [p[n] for n in SCRIPTED] == pytest.approx(list(slots[:4]))
     assert [p[snapshot_name(v)] for v in (200, 400, 600)] == pytest.approx(list(slots[4] * inside / inside.sum()))
     assert sum(p.values()) == pytest.approx(1.0)
-    # One by one (snapshots_as_one false), the same three snapshots take more, tracker less.
-    apart = League.start(LeagueConfig(snapshots_as_one=False), SCRIPTED)
+    # One by one (the default), the same three snapshots take more, tracker less.
+    apart = League.start(LeagueConfig(), SCRIPTED)
     for m in lg.members:
         if m.kind == "snapshot":
             apart.add_snapshot(m.version)
