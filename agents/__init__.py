@@ -10,7 +10,15 @@ from typing import Any
 
 from .base import Agent
 from .checkpoint import CheckpointInvalid, CheckpointStore
-from .common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_return, segment_rewards
+from .common import (
+    Segment,
+    SegmentEnd,
+    TermsReward,
+    compute_gae,
+    normalize_advantages,
+    segment_return,
+    segment_rewards,
+)
 from .ppo import PPOAgent, PPOConfig
 from .replay import ReplayBuffer
 from .td3 import TD3Agent, TD3Config, ddpg_config
@@ -27,6 +35,7 @@ __all__ = [
     "SegmentEnd",
     "TD3Agent",
     "TD3Config",
+    "TermsReward",
     "agent_from_checkpoint",
     "compute_gae",
     "ddpg_config",

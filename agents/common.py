@@ -4,6 +4,10 @@ A :class:`Segment` is one agent's consecutive steps from one bot, held in plain 
 arrays. Segments are built from the bots' batches and consumed by the agent; they never
 hold tensors (the original trainer lost a bot thread to tensors freed on the wrong
 thread's heap — plain arrays are safe to hand over).
+
+A terms-mode segment carries the run's :class:`TermsReward`, the game's reward function
+that turns its raw terms into rewards: the learning code applies it and never knows the
+game (this package imports none; the tank's is ``arena.tank.rewards.TANK_REWARD``).
 """
 
 from __future__ import annotations
@@ -11,14 +15,38 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .rewards import compute_round_reward, compute_tick_reward
+__all__ = [
+    "Segment",
+    "SegmentEnd",
+    "TermsReward",
+    "compute_gae",
+    "normalize_advantages",
+    "segment_return",
+    "segment_rewards",
+]
 
-__all__ = ["Segment", "SegmentEnd", "compute_gae", "normalize_advantages", "segment_return", "segment_rewards"]
+
+class TermsReward(Protocol):
+    """A game's reward function for raw reward terms: what a terms-mode segment's rewards are.
+
+    Defined by the game (the tank's is ``arena.tank.rewards.TANK_REWARD``) and handed in by
+    whoever makes segments (the server's assembler, from the function it was started with),
+    so the shaping is game knowledge the learners only call. The server's
+    ``server.RewardFunction`` is this plus what the wire and the assembler need.
+    """
+
+    def tick_reward(self, terms: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Per-row rewards of a (n, n_terms) float32 block of raw terms: (n,) float32."""
+        ...
+
+    def round_reward(self, score: NDArray[np.float32] | float) -> NDArray[np.float32]:
+        """The round-end bonus of a score (or of each of an array of scores), as float32."""
+        ...
 
 
 class SegmentEnd(enum.Enum):
@@ -51,16 +79,20 @@ class Segment:
     version: int
     """Oldest policy version that acted in this segment (its lag is measured from it)."""
     reward: NDArray[np.float32] | None = None  # (T,)
-    terms: NDArray[np.float32] | None = None  # (T, 5)
+    terms: NDArray[np.float32] | None = None  # (T, n_terms)
     score: float | None = None
     reward_sum: float | None = None
     """``segment_rewards(self).sum()`` (in float64), when whoever made the segment had it cheaply:
     the server's assembler sums a whole drain's rewards at once for the trainer's episode returns,
     where a numpy reduction per segment (a dozen in terms mode) cost more than the rest of the
     segment's bookkeeping. ``None``: compute it (:func:`segment_return`)."""
+    reward_fn: TermsReward | None = None
+    """Terms mode: the run's reward function, which :func:`segment_rewards` applies to ``terms`` and
+    ``score`` (the segment carries it because the learner must not know the game). None in scalar mode."""
 
     def __post_init__(self) -> None:
         assert (self.reward is None) != (self.terms is None), "a segment has either rewards or reward terms"
+        assert self.terms is None or self.reward_fn is not None, "a terms-mode segment needs its reward function"
         assert (self.end is SegmentEnd.TERMINAL) == (self.next_obs is None), "only a terminal segment lacks next_obs"
         assert len(self.obs) == len(self.act) == len(self.logp) > 0, "columns of one segment differ in length"
 
@@ -113,13 +145,13 @@ _SEGMENT_FIELDS = frozenset(f.name for f in fields(Segment))
 
 
 def segment_rewards(segment: Segment) -> NDArray[np.float32]:
-    """Per-step rewards: the bot's scalars, or the seed's tick rewards plus the round reward at the end."""
+    """Per-step rewards: the bot's scalars, or the reward function's tick rewards plus its round reward at the end."""
     if segment.reward is not None:
         return segment.reward.astype(np.float32, copy=True)
-    assert segment.terms is not None
-    rewards = compute_tick_reward(segment.terms)
+    assert segment.terms is not None and segment.reward_fn is not None
+    rewards = segment.reward_fn.tick_reward(segment.terms)
     if segment.score is not None:
-        rewards[-1] += compute_round_reward(segment.score)
+        rewards[-1] += segment.reward_fn.round_reward(segment.score)
     return rewards
 
 

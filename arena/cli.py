@@ -20,11 +20,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .defaults import (
     MINIBATCHES,
     ROYALE_MATCHES,
+    ROYALE_TURNS_PER_S,
     STEPS_PER_AGENT,
     TANK_MATCHES,
     TANK_SEGMENT_STEPS,
@@ -33,6 +34,9 @@ from .defaults import (
 )
 from .run_log import MetricsLog, Progress, league_summary, print_summary, summarize, throughput_figures
 from .worker_command import run_worker
+
+if TYPE_CHECKING:  # the server is imported on use: it stays out of the CLI's start-up
+    from server.rewards import RewardFunction
 
 __all__ = ["main"]
 
@@ -131,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a league parameter: snapshot_every (updates, default 200), max_snapshots (8), self_share (0.2), "
         "floor_share (0.2), exponent (2), win_rate_memory (100 rounds), draw_value (0: a draw is no win), "
-        "snapshots_as_one (true: the snapshots are one member of the draw); repeatable",
+        "snapshots_as_one (false; true: the snapshots are one member of the draw); repeatable",
     )
     train.add_argument(
         "--matches",
@@ -152,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"with the league: parallel matches against each royale:PATH bot, one bot process each, played by a "
         f"learning bot of their own at the bots' pace (default: {ROYALE_MATCHES}; docs/royale.md)",
+    )
+    train.add_argument(
+        "--royale-turns-per-s",
+        type=_positive_float,
+        default=None,
+        help=f"with the league: the most turns a second of its Tank Royale share (default: {ROYALE_TURNS_PER_S:g}; "
+        "unpaced, official-API bots starve the learner on a small machine)",
     )
     train.add_argument(
         "--workers",
@@ -412,8 +423,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a checkpoint file (*.pt with its .json manifest) or a run directory; with --royale also a weights file",
     )
     export.add_argument("-o", "--output", type=Path, required=True, help="file to write (e.g. policy.weights)")
-    export.add_argument(
+    export_as = export.add_mutually_exclusive_group()
+    export_as.add_argument(
         "--royale", action="store_true", help="write a Tank Royale bot directory OUTPUT instead (see docs/royale.md)"
+    )
+    export_as.add_argument(
+        "--onnx",
+        action="store_true",
+        help="write the actor as an ONNX model OUTPUT (e.g. policy.onnx) for game engines (onnxruntime; see docs/export.md)",
     )
     return parser
 
@@ -644,8 +661,18 @@ def _gym(args: argparse.Namespace) -> int:
 # ── arena train ──────────────────────────────────────────────────────────────
 
 
-def _make_server(args: argparse.Namespace, obs_dim: int, act_dim: int, log: Callable[[dict[str, float]], None]) -> Any:
-    """The server both `train` and `serve` run: agent, limits, checkpoints in ``--out``, metrics log."""
+def _make_server(
+    args: argparse.Namespace,
+    obs_dim: int,
+    act_dim: int,
+    log: Callable[[dict[str, float]], None],
+    reward: RewardFunction | None,
+) -> Any:
+    """The server both `train` and `serve` run: agent, limits, checkpoints in ``--out``, metrics log.
+
+    ``reward`` is the game's reward function for terms-mode bots (``TANK_REWARD`` for the tank),
+    or None for a game whose bots send scalar rewards: the server owns no shaping of its own.
+    """
     from agents import make_agent
     from server import TrainerConfig, TrainingServer
 
@@ -662,6 +689,7 @@ def _make_server(args: argparse.Namespace, obs_dim: int, act_dim: int, log: Call
         ),
         update_hook=log,
         dashboard=_dashboard_config(args),
+        reward=reward,
     )
 
 
@@ -719,6 +747,7 @@ def _train(args: argparse.Namespace) -> int:
     from .report import plot_curve, write_report
     from .royale.server import RoyaleMatchError
     from .tank.engine import ACT_DIM, OBS_DIM, TankRules
+    from .tank.rewards import TANK_REWARD
     from .tensorboard import ServerScalars
 
     tank = args.game == "tank"
@@ -735,9 +764,10 @@ def _train(args: argparse.Namespace) -> int:
     opponents = [o for o in opponents if o not in royale_share]
     if args.workers and royale and not royale_share:
         raise ValueError("royale:PATH opponents play with --bots (threads of this process), not --workers")
-    if args.royale_matches is not None and not royale_share:
+    if (args.royale_matches is not None or args.royale_turns_per_s is not None) and not royale_share:
         raise ValueError(
-            "--royale-matches applies to Tank Royale bots in the league (--opponent league --opponent royale:PATH)"
+            "--royale-matches and --royale-turns-per-s apply to Tank Royale bots in the league "
+            "(--opponent league --opponent royale:PATH)"
         )
     _check_royale_bots(royale)
     layout = choose_layout(args.workers, args.bots, threads_only=bool(royale and not royale_share) or not tank)
@@ -768,7 +798,7 @@ def _train(args: argparse.Namespace) -> int:
 
     log = MetricsLog(args.out / "metrics.jsonl", started, extra=extra)
     obs_dim, act_dim = (OBS_DIM, ACT_DIM) if tank else (REACH_OBS, REACH_ACT)
-    server = _make_server(args, obs_dim, act_dim, log)
+    server = _make_server(args, obs_dim, act_dim, log, TANK_REWARD if tank else None)  # reach bots send scalars
     server_figures.append(ServerScalars(server))
     log.dashboard = server.dashboard
     args.out.mkdir(parents=True, exist_ok=True)
@@ -793,21 +823,14 @@ def _train(args: argparse.Namespace) -> int:
                         rules=rules,
                         token=args.token,
                         seed=seed,
-                        name=f"tank{i}" if i < n_bots else "royale",
+                        name=f"tank{i}",
                         log=rounds_log,
-                        league=None if league is None or i >= n_bots else functools.partial(league.build, worker=i),
+                        league=None if league is None else functools.partial(league.build, worker=i),
                         **hooks,
                     )
 
-                if i < n_bots:
-                    view = _match_view(server.dashboard, args.agent, opponents) if i == 0 else None
-                    play_with_royale_opponents(opponents, lambda _: args.matches, rules, play, _train_line, view)
-                else:  # the league's Tank Royale share: its own battle, as many matches per bot as asked
-                    share = args.royale_matches or ROYALE_MATCHES
-                    try:
-                        play_with_royale_opponents(royale_share, lambda mix: share * len(mix), rules, play, _train_line)
-                    except RoyaleMatchError as exc:  # the league plays on without Tank Royale bots
-                        _train_line(f"{exc}; the league goes on without Tank Royale bots")
+                view = _match_view(server.dashboard, args.agent, opponents) if i == 0 else None
+                play_with_royale_opponents(opponents, lambda _: args.matches, rules, play, _train_line, view)
             else:
                 reach_games[i], _ = play_reach(
                     running.url,
@@ -829,9 +852,9 @@ def _train(args: argparse.Namespace) -> int:
     )
     if royale_share:
         share = args.royale_matches or ROYALE_MATCHES
-        what += (
-            f" + its Tank Royale share ({', '.join(map(_member_name, royale_share))}: {share} match(es) each, 1 bot thread)"
-        )
+        names = ", ".join(map(_member_name, royale_share))
+        pace = args.royale_turns_per_s or ROYALE_TURNS_PER_S
+        what += f" + its Tank Royale share ({names}: {share} match(es) each at {pace:g} turns/s, 1 worker process)"
     n_bots = args.workers or args.bots
     where = "worker process(es)" if args.workers else "bot thread(s)"
     print(
@@ -850,7 +873,7 @@ def _train(args: argparse.Namespace) -> int:
         print(_resume_line("arena train", server.trainer), flush=True)
     interrupted = False
     pool = None
-    share_bot: threading.Thread | None = None
+    share_pool = None
     try:
         if args.workers:
             from .workers import WorkerPool
@@ -868,14 +891,20 @@ def _train(args: argparse.Namespace) -> int:
             def bots_alive() -> bool:
                 return any(b.is_alive() for b in bots)
 
-        if royale_share:  # the league's Tank Royale share, beside the workers or the bot threads
-            share_bot = threading.Thread(target=run_bot, args=(n_bots,), name="bot-royale", daemon=True)
-            share_bot.start()
+        if royale_share:  # the league's Tank Royale share: a worker process of its own (its own GIL), beside the bots
+            from .workers import WorkerPool
+
+            share = args.royale_matches or ROYALE_MATCHES
+            share_pool = WorkerPool(1, running.url, royale_share, share * len(royale_share), args.ticks_per_round,
+                                    args.token, args.seed + 1, name="royale", royale_matches=share,
+                                    turns_per_s=args.royale_turns_per_s or ROYALE_TURNS_PER_S)  # fmt: skip
+            share_pool.start()
 
         with Progress(server, started, rounds_log if tank else None, table) as progress:
             while bots_alive():
-                if pool is not None:
-                    pool.collect(rounds_log)
+                for each in (pool, share_pool):
+                    if each is not None:
+                        each.collect(rounds_log)
                 elapsed = time.monotonic() - started
                 if (
                     (minutes is not None and elapsed >= minutes * 60)
@@ -899,8 +928,10 @@ def _train(args: argparse.Namespace) -> int:
         if pool is not None:
             pool.close(rounds_log)
             errors.extend(RuntimeError(f"worker exited with code {code}") for code in pool.failed())
-        if share_bot is not None:  # it stops its Tank Royale bot processes on the way out
-            share_bot.join(30)
+        if share_pool is not None:  # it stops its Tank Royale bot processes on the way out
+            share_pool.close(rounds_log)
+            if share_pool.failed():  # the league trained on without it: said, not fatal
+                _train_line(f"the Tank Royale share's worker exited with code {share_pool.failed()[0]}")
         trainer_cpu = server.trainer.cpu_seconds()  # read while its thread lives
         running.stop()  # bots get 1001, the trainer joins, the final checkpoint is written
         if log.tensorboard is not None:
@@ -1175,13 +1206,15 @@ def _serve(args: argparse.Namespace) -> int:
     from server import ListenError
 
     from .tank.engine import ACT_DIM, OBS_DIM
+    from .tank.rewards import TANK_REWARD
     from .tensorboard import ServerScalars
 
     obs_dim, act_dim = args.obs_dim or OBS_DIM, args.act_dim or ACT_DIM
     args.tank_agents = args.agents if (obs_dim, act_dim) == (OBS_DIM, ACT_DIM) else None  # the tank's PPO defaults
     scalars: list[Any] = []  # the server's figures for each row, once the server exists (as in arena train)
     log = MetricsLog(args.out / "metrics.jsonl", time.monotonic(), extra=lambda: scalars[0]() if scalars else {})
-    server = _make_server(args, obs_dim, act_dim, log)
+    # Terms-mode bots get the tank's shaping at any sizes, as they always have: the tank is serve's game.
+    server = _make_server(args, obs_dim, act_dim, log, TANK_REWARD)
     scalars.append(ServerScalars(server))
     log.dashboard = server.dashboard
     args.out.mkdir(parents=True, exist_ok=True)
@@ -1289,10 +1322,43 @@ def _export(args: argparse.Namespace) -> int:
         weights = export_royale_bot(args.checkpoint, args.output)
         print(f"arena export: wrote the Tank Royale bot {args.output}/ (version {weights.generation}.{weights.version})")
         return 0
+    if args.onnx:
+        return _export_onnx(args)
     weights = export_weights(args.checkpoint, args.output)
     print(
         f"arena export: wrote {args.output} ({args.output.stat().st_size:,} bytes): {weights.arch.kind} "
         f"{'→'.join(map(str, weights.arch.layers))}, generation {weights.generation}, version {weights.version}"
+    )
+    return 0
+
+
+def _export_onnx(args: argparse.Namespace) -> int:
+    from .policies import load_weights
+    from .tank.engine import ACT_DIM, OBS_DIM
+
+    try:
+        from .onnx_export import OPSET, export_onnx
+    except ModuleNotFoundError as exc:  # onnx/onnxscript are the export extra
+        raise ValueError(f"--onnx needs {exc.name}: pip install -e '.[export]'") from None
+    weights = load_weights(args.checkpoint)
+    layers = weights.arch.layers
+    tank = layers[0] == OBS_DIM and layers[-1] == ACT_DIM
+    game = (
+        {
+            "arena.game": "tank",
+            "arena.action_low": "-1",
+            "arena.action_high": "1",
+            "arena.observation": f"the tank arena's {OBS_DIM} columns, docs/arena.md 'Observation'",
+        }
+        if tank
+        else {}
+    )
+    export_onnx(weights, args.output, game)
+    outputs = "mean, log_std" if weights.arch.kind == "gaussian_mlp" else "action"
+    print(
+        f"arena export: wrote {args.output} ({args.output.stat().st_size:,} bytes, ONNX opset {OPSET}): {weights.arch.kind} "
+        f"{'→'.join(map(str, layers))}, input obs (batch, {layers[0]}), outputs {outputs}; "
+        f"generation {weights.generation}, version {weights.version}"
     )
     return 0
 

@@ -17,6 +17,7 @@ __all__ = [
     "LEAGUE_PPO",
     "MINIBATCHES",
     "ROYALE_MATCHES",
+    "ROYALE_TURNS_PER_S",
     "STEPS_PER_AGENT",
     "TANK_MATCHES",
     "TANK_PPO",
@@ -34,8 +35,13 @@ step: 16 matches ran ~7,000 steps/s end to end, 128 run 101,500-108,300 with the
 
 ROYALE_MATCHES = 2
 """The league's parallel matches against each Tank Royale bot (``arena train --royale-matches``), one bot
-process each. An official-API Python bot costs ~0.8 ms of CPU a turn, so on 2 cores two matches of
-one bot take a tenth of the machine at its lockstep pace; more starve the learner (docs/royale.md)."""
+process each, all in one battle of the share's worker (docs/royale.md)."""
+
+ROYALE_TURNS_PER_S = 50.0
+"""The pace of the league's Tank Royale share (``arena train --royale-turns-per-s``). An official-API
+Python bot costs ~0.7 ms of CPU a turn and answers in lockstep as fast as it can: unpaced, one
+SpinBot in two matches took the learner from 54,900-56,900 to 33,200 steps/s on 2 cores; at 50
+turns/s, to 44,300-49,100 (docs/royale.md). Tank Royale itself plays 30 turns/s."""
 
 STEPS_PER_AGENT = 64
 """Rollout steps per parallel agent (CleanRL's ``num_steps``): rollout = agents x 64, so 8,192 steps

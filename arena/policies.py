@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bot_protocol import Policy, ProtocolError, Weights, decode_from_server, encode
 
-__all__ = ["export_weights", "load_policy", "newest_checkpoint", "weights_from_checkpoint"]
+__all__ = ["export_weights", "load_policy", "load_weights", "newest_checkpoint", "weights_from_checkpoint"]
 
 
 def weights_from_checkpoint(path: Path) -> Weights:
@@ -56,9 +56,9 @@ def newest_checkpoint(run: Path) -> Path:
     raise FileNotFoundError(f"no checkpoint (ckpt-*.pt) in {run} or {run / 'checkpoints'}")
 
 
-def load_policy(path: Path) -> Policy:
-    """A numpy policy from a checkpoint (``*.pt``), a run directory (its newest checkpoint) or an
-    exported weights file.
+def load_weights(path: Path) -> Weights:
+    """The policy of a checkpoint (``*.pt``), a run directory (its newest checkpoint) or an exported
+    weights file, as the ``weights`` message bots receive.
 
     Raises:
         FileNotFoundError: no such file.
@@ -67,13 +67,28 @@ def load_policy(path: Path) -> Policy:
     if path.is_dir():
         path = newest_checkpoint(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no policy file at {path}")
+        raise FileNotFoundError(f"no checkpoint or weights file at {path}")
     if path.suffix == ".pt":
-        return Policy.from_weights(weights_from_checkpoint(path))
+        return weights_from_checkpoint(path)
     try:
         message = decode_from_server(path.read_bytes())
-        if not isinstance(message, Weights):
-            raise ValueError(f"{path} holds a {message.TYPE!r} message, not weights")
-        return Policy.from_weights(message)
     except ProtocolError as exc:
-        raise ValueError(f"{path} is not a weights file ({exc.message})") from None
+        raise ValueError(f"{path} is neither a checkpoint (*.pt) nor a weights file ({exc.message})") from None
+    if not isinstance(message, Weights):
+        raise ValueError(f"{path} holds a {message.TYPE!r} message, not weights")
+    return message
+
+
+def load_policy(path: Path) -> Policy:
+    """A numpy policy from a checkpoint (``*.pt``), a run directory (its newest checkpoint) or an
+    exported weights file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a valid checkpoint or weights file, or weights that do not verify.
+    """
+    weights = load_weights(path)
+    try:
+        return Policy.from_weights(weights)
+    except ProtocolError as exc:
+        raise ValueError(f"{path} is not a valid weights file ({exc.message})") from None

@@ -119,7 +119,7 @@ def evaluate_against_scripted(
         "seed": seed,
         "deterministic": deterministic,
         "seconds": round(time.perf_counter() - started, 2),
-        "policy": {"generation": policy.generation, "version": policy.version},
+        "policy": policy.policy_id._asdict(),  # {"generation", "version"}
         "opponents": table,
     }
 

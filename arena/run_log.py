@@ -1,7 +1,8 @@
 """What a training run writes and shows while it runs: ``metrics.jsonl``, the progress display, ``summary.json``.
 
 Split from ``arena.cli`` (which wires them to the server): each reads a running ``TrainingServer``
-through its metrics counters, the trainer's own figures and the match log, never its sockets.
+through one ``server.stats.ServerStats`` snapshot (the figures ``/metrics`` and the dashboard show)
+and the match log, never the server's parts.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import math
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # types only: importing the server pulls in torch, which ``arena --help`` need not load
+    from server.stats import StatsSource
 
 __all__ = [
     "LOSS_FIGURES",
@@ -73,18 +76,24 @@ class MetricsLog:
 
 
 def summarize(
-    args: argparse.Namespace, server: Any, wall: float, rounds_log: Any, reach_games: dict[int, Any], opponents: list[str]
+    args: argparse.Namespace,
+    server: StatsSource,
+    wall: float,
+    rounds_log: Any,
+    reach_games: dict[int, Any],
+    opponents: list[str],
 ) -> dict[str, Any]:
-    trainer = server.trainer
+    """``summary.json`` but its ``layout``, ``league``, ``throughput`` and ``evaluation``: the run's outcome."""
+    stats = server.stats()
     summary: dict[str, Any] = {
         "agent": args.agent,
         "game": args.game,
-        "generation": trainer.generation,
-        "policy_version": trainer.version,
-        "updates": trainer.updates,
-        "gradient_steps": trainer.gradient_steps_total,
-        "transitions": int(server.metrics.counter("transitions_received")),
-        "transitions_trained": int(server.metrics.counter("transitions_trained")),
+        "generation": stats.trainer_policy.generation,
+        "policy_version": stats.trainer_policy.version,
+        "updates": stats.updates,
+        "gradient_steps": stats.gradient_steps,
+        "transitions": stats.transitions_received,
+        "transitions_trained": stats.transitions_trained,
         "wall_seconds": round(wall, 1),
     }
     if rounds_log is not None:
@@ -115,31 +124,31 @@ def summarize(
     return summary
 
 
-def throughput_figures(server: Any, rounds_log: Any, pool: Any, trainer_cpu: float, played_until: float) -> dict[str, Any]:
+def throughput_figures(
+    server: StatsSource, rounds_log: Any, pool: Any, trainer_cpu: float, played_until: float
+) -> dict[str, Any]:
     """Where a run's time went: rates from the first environment step to the stop, the learner's and the bots' cost per step.
 
     ``bench/throughput.py`` reads these; every figure is also meaningful to a user comparing two runs.
+    The rates here are whole-run means (steps / seconds played), not the snapshot's windowed rates.
     """
-    trainer = server.trainer
+    stats = server.stats()
     first = rounds_log.first_tick_at if rounds_log is not None else None
     played = played_until - first if first is not None else None
-    trained = trainer.steps_trained
+    trained = stats.steps_trained
     figures: dict[str, Any] = {
         "seconds_from_first_step": round(played, 2) if played else None,
         "trained_steps_per_s": round(trained / played) if played else None,
-        "received_steps_per_s": round(server.metrics.counter("transitions_received") / played) if played else None,
-        "update_seconds_total": round(trainer.update_seconds_total, 2),
-        "update_time_share": round(trainer.update_seconds_total / played, 3) if played else None,
-        "minibatch_ms": round(1e3 * trainer.update_seconds_total / trainer.gradient_steps_total, 2)
-        if trainer.gradient_steps_total
-        else None,
+        "received_steps_per_s": round(stats.transitions_received / played) if played else None,
+        "update_seconds_total": round(stats.update_seconds_total, 2),
+        "update_time_share": round(stats.update_seconds_total / played, 3) if played else None,
+        "minibatch_ms": round(1e3 * stats.update_seconds_total / stats.gradient_steps, 2) if stats.gradient_steps else None,
         "trainer_cpu_us_per_step": round(1e6 * trainer_cpu / trained, 2) if trained else None,
-        "dropped_by_reason": {k: int(v) for k, v in server.metrics.by_label("transitions_dropped", "reason").items()},
+        "dropped_by_reason": dict(stats.dropped),
     }
-    with contextlib.suppress(RuntimeError):  # the window changed size under us: leave the lag out
-        lag = server.lag.percentiles()
-        figures["loop_lag_p99_ms"] = round(lag["p99"] * 1e3, 2)
-        figures["loop_lag_max_ms"] = round(lag["max"] * 1e3, 2)
+    if stats.loop_lag is not None:  # None: the window changed size under us; leave the lag out
+        figures["loop_lag_p99_ms"] = round(stats.loop_lag.p99 * 1e3, 2)
+        figures["loop_lag_max_ms"] = round(stats.loop_lag.max * 1e3, 2)
     if pool is not None and rounds_log is not None and rounds_log.ticks:
         figures["bot_cpu_us_per_step"] = round(1e6 * sum(pool.cpu_seconds) / rounds_log.ticks, 2)
     return figures
@@ -199,20 +208,23 @@ def print_summary(summary: dict[str, Any], file: Any = None) -> None:
 
 
 RATE_WINDOW = 10.0
-"""Seconds the progress display's rates (ticks/s, transitions/s) average over."""
+"""Seconds the progress display's ticks/s average over (its transitions/s is the server snapshot's, as
+the dashboard shows it: over the server's rate window)."""
 
 
 class Progress:
     """A live rich table on a terminal; a plain line every 10 s otherwise (CI logs)."""
 
-    def __init__(self, server: Any, started: float, rounds_log: Any, league: Any = None) -> None:
+    def __init__(self, server: StatsSource, started: float, rounds_log: Any, league: Any = None) -> None:
+        from server.stats import RateWindow  # here, not at the top: the server (and torch) only when a run shows progress
+
         self.server = server
         self.league = league
         self.started = started
         self.rounds_log = rounds_log
         self.live: Any = None
         self._last_plain = started  # the first plain line after one interval: before it, every figure is "–"
-        self._window: deque[tuple[float, float, int]] = deque([(started, 0.0, 0)])
+        self._ticks = RateWindow(RATE_WINDOW, start=(started, (0.0,)))
 
     def __enter__(self) -> Progress:
         if sys.stdout.isatty():
@@ -230,35 +242,30 @@ class Progress:
             print("  ".join(f"{k}={v}" for k, v in self._figures().items()), flush=True)
 
     def _figures(self) -> dict[str, str]:
-        server, trainer = self.server, self.server.trainer
-        now = time.monotonic()
-        received = server.metrics.counter("transitions_received")
-        ticks = self.rounds_log.ticks if self.rounds_log is not None else 0
-        # Rates over the last ~10 s, not since the previous line: an off-policy trainer drains in bursts
+        stats = self.server.stats()
+        rounds_log = self.rounds_log
+        # Rates over a window, not since the previous line: an off-policy trainer drains in bursts
         # and a live table redraws twice a second, so a per-redraw rate would read 0 between drains.
-        self._window.append((now, received, ticks))
-        while len(self._window) > 2 and now - self._window[1][0] >= RATE_WINDOW:
-            self._window.popleft()
-        then, before, ticks_before = self._window[0]
-        dt = max(now - then, 1e-6)
-        m = trainer.last_metrics
+        now, _, (ticks_per_s,) = self._ticks.measure(lambda: (rounds_log.ticks if rounds_log is not None else 0,))
+        m = stats.last_update
         figures = {"elapsed": f"{now - self.started:.0f} s"}
-        if self.rounds_log is not None:
-            figures["rounds"] = str(self.rounds_log.rounds)
-            figures["win rate (last 100)"] = f"{self.rounds_log.win_rate_last_100:.0%}" if self.rounds_log.rounds else "–"
-            figures["ticks/s"] = f"{(ticks - ticks_before) / dt:,.0f}"
+        if rounds_log is not None:
+            figures["rounds"] = str(rounds_log.rounds)
+            figures["win rate (last 100)"] = f"{rounds_log.win_rate_last_100:.0%}" if rounds_log.rounds else "–"
+            figures["ticks/s"] = f"{ticks_per_s:,.0f}"
         figures.update(
             {
-                "policy version": str(trainer.version),
-                "updates": f"{trainer.updates} ({trainer.gradient_steps_total:,} gradient steps)",
-                "bots connected": str(len(server.sessions)),
-                "transitions/s": f"{(received - before) / dt:,.0f}",
+                "policy version": str(stats.trainer_policy.version),
+                "updates": f"{stats.updates} ({stats.gradient_steps:,} gradient steps)",
+                "bots connected": str(stats.connected_bots),
+                "transitions/s": f"{stats.received_per_s:,.0f}",
                 "mean return (last 100)": f"{m.get('rollout/ep_rew_mean', float('nan')):.2f}",
             }
         )
-        losses = LOSS_FIGURES["ppo" if trainer.agent.name == "ppo" else "off-policy"]
+        losses = LOSS_FIGURES["ppo" if stats.agent == "ppo" else "off-policy"]
         figures.update({label: f"{m.get(key, float('nan')):.4f}" for label, key in losses.items()})
-        figures["loop lag p99"] = f"{server.lag.percentiles()['p99'] * 1000:.1f} ms"
+        lag = stats.loop_lag  # None: the loop appended to its window while we read it (shown as "–")
+        figures["loop lag p99"] = f"{lag.p99 * 1000:.1f} ms" if lag is not None else "–"
         if self.league is not None:
             figures["league"] = self.league.leader_line()
         return {k: "–" if v in ("nan", "nan ms") else v for k, v in figures.items()}

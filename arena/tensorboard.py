@@ -8,7 +8,8 @@ can be compared with theirs (docs/agents.md):
 - the two bare keys take SB3's names: ``updates`` → ``train/n_updates``,
   ``wall_seconds`` → ``time/time_elapsed``;
 - :class:`ServerScalars` adds the server-side figures (``server/transitions_per_s``,
-  queue, drops, loop lag, connected bots) and the step axis ``time/total_timesteps``.
+  queue, drops, loop lag, connected bots) and the step axis ``time/total_timesteps``, all
+  from one ``server.stats.ServerStats`` snapshot (the figures the dashboard and ``/metrics`` show).
 
 **Step axis:** ``time/total_timesteps`` = transitions the learner has consumed
 (``Trainer.steps_trained``), SB3's ``num_timesteps`` convention (environment steps, not
@@ -36,7 +37,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # types only: importing the server pulls in torch, which ``arena --help`` need not load
+    from server.stats import ServerStats, StatsSource
 
 __all__ = ["INSTALL_HINT", "STEP_KEY", "ScalarLogger", "ServerScalars", "TensorBoardUnavailable", "scalar_tag"]
 
@@ -173,45 +177,41 @@ def _markdown_cell(value: Any) -> str:
 
 
 class ServerScalars:
-    """The server-side figures of one metrics row, read from a running ``TrainingServer``.
+    """The server-side figures of one metrics row, from a snapshot of a running ``TrainingServer``.
 
     Call it once per update on the trainer thread (e.g. as ``arena.run_log.MetricsLog``'s ``extra``);
-    it keeps the previous call's counter to turn it into a rate. Every figure comes from a
-    lock-guarded counter or a single ``len`` read, so it is safe off the event loop.
+    a snapshot is safe off the event loop (``server.stats``). Without a readable loop-lag
+    window at that moment (the loop appended meanwhile) the row has no lag keys.
 
     Keys (STYLE.md §16): ``server/connected_bots``, ``server/queue_depth`` (arrivals
     waiting), ``server/queue_steps``, ``server/queue_bytes``, ``server/dropped_transitions``
     (all reasons, cumulative), ``server/transitions_received`` (cumulative),
-    ``server/transitions_per_s`` (received, since the previous row),
-    ``server/loop_lag_p50_ms``, ``server/loop_lag_p99_ms``, ``server/loop_lag_max_ms``
+    ``server/transitions_per_s`` (received, over the server's rate window, as the dashboard
+    shows it), ``server/loop_lag_p50_ms``, ``server/loop_lag_p99_ms``, ``server/loop_lag_max_ms``
     (event-loop wake-up lateness over its recent window) and the step axis
     ``time/total_timesteps``. ``server/policy_lag_{min,avg,max}`` and
     ``server/policy_version`` are already in the trainer's own stats.
     """
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: StatsSource) -> None:
         self.server = server
-        self._last = (time.monotonic(), server.metrics.counter("transitions_received"))
 
     def __call__(self) -> dict[str, float]:
-        server = self.server
-        now = time.monotonic()
-        received = server.metrics.counter("transitions_received")
-        then, before = self._last
-        self._last = (now, received)
+        return self.figures(self.server.stats())
+
+    @staticmethod
+    def figures(stats: ServerStats) -> dict[str, float]:
+        """The row's server keys from one snapshot (floats, as ``metrics.jsonl`` has always held them)."""
         figures = {
-            STEP_KEY: float(server.trainer.steps_trained),
-            "server/connected_bots": float(len(server.sessions)),
-            "server/queue_depth": float(len(server.queue)),
-            "server/queue_steps": float(server.queue.steps),
-            "server/queue_bytes": float(server.queue.nbytes),
-            "server/dropped_transitions": server.metrics.counter_total("transitions_dropped"),
-            "server/transitions_received": received,
-            "server/transitions_per_s": (received - before) / max(now - then, 1e-6),
+            STEP_KEY: float(stats.steps_trained),
+            "server/connected_bots": float(stats.connected_bots),
+            "server/queue_depth": float(stats.queue_arrivals),
+            "server/queue_steps": float(stats.queue_steps),
+            "server/queue_bytes": float(stats.queue_bytes),
+            "server/dropped_transitions": float(stats.dropped_total),
+            "server/transitions_received": float(stats.transitions_received),
+            "server/transitions_per_s": stats.received_per_s,
         }
-        try:
-            lag = server.lag.percentiles()
-        except RuntimeError:  # the window changed size under us (the loop appends meanwhile): skip this row's lag
-            return figures
-        figures.update({f"server/loop_lag_{stat}_ms": value * 1000.0 for stat, value in lag.items()})
+        if stats.loop_lag is not None:
+            figures.update({f"server/loop_lag_{stat}_ms": value * 1000.0 for stat, value in stats.loop_lag.items()})
         return figures

@@ -11,7 +11,9 @@ import contextlib
 import functools
 import multiprocessing as mp
 import queue
+import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .play import MatchLog, RoundResult
@@ -37,8 +39,12 @@ def _worker_main(
     reports: Any,
     index: int = 0,
     league: LeagueSpec | None = None,
+    royale_matches: int | None = None,
+    turns_per_s: float | None = None,
 ) -> None:
     from .play import play_learning_bot
+    from .royale.server import RoyaleMatchError
+    from .royale.train import play_with_royale_opponents
     from .tank.engine import TankRules
 
     pending: list[RoundResult] = []
@@ -60,23 +66,57 @@ def _worker_main(
             pending.clear()
             ticks, last = 0, time.monotonic()
 
-    try:
+    rules = TankRules(max_ticks=max_ticks)
+
+    def play(mix: list[str], matches: int, hooks: dict[str, Any]) -> None:
         play_learning_bot(
             url,
-            opponents,
-            n_matches=n_matches,
+            mix,
+            n_matches=matches,
             stop=stop,
-            rules=TankRules(max_ticks=max_ticks),
+            rules=rules,
             token=token,
             seed=seed,
             name=name,
             report=report,
             league=None if league is None else functools.partial(league.build, worker=index),
+            **hooks,
         )
+
+    def say(message: str) -> None:
+        print(f"arena train: {message}", file=sys.stderr, flush=True)
+
+    def size(mix: list[str]) -> int:
+        return n_matches if royale_matches is None else royale_matches * len(mix)
+
+    try:
+        play_with_royale_opponents(opponents, size, rules, play, say, None if turns_per_s is None else _pacer(turns_per_s))
+    except RoyaleMatchError as exc:  # only the league's Tank Royale share runs Tank Royale bots in a worker
+        say(f"{exc}; the league goes on without Tank Royale bots")
     except KeyboardInterrupt:
         pass  # the parent handles Ctrl-C and stops us through the event
     finally:
         reports.put((index, list(pending), ticks, cpu()))
+
+
+def _pacer(turns_per_s: float) -> Callable[[object], None]:
+    """A ``watch`` hook that holds the battle to ``turns_per_s`` steps a second (sleeping, not spinning).
+
+    Why: Tank Royale bots answer in lockstep as fast as they can, and each official-API Python bot
+    costs ~0.8 ms of CPU a turn; unpaced, two of them and their worker took ~40% of the learner's
+    throughput on 2 cores. Paced, their share of the machine is what the pace says.
+    """
+    period = 1.0 / turns_per_s
+    due = time.monotonic()
+
+    def watch(_battle: object) -> None:
+        nonlocal due
+        due = max(due + period, time.monotonic() - period)  # no catching up after a stall
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+    return watch
 
 
 class WorkerPool:
@@ -92,7 +132,12 @@ class WorkerPool:
         token: str | None,
         seed: int,
         league: LeagueSpec | None = None,
+        name: str = "tank",
+        royale_matches: int | None = None,
+        turns_per_s: float | None = None,
     ) -> None:
+        """``royale_matches``: the league's Tank Royale share, ``opponents`` all ``royale:PATH`` and that many
+        matches against each (one bot process per match, booted by the worker), at most ``turns_per_s``."""
         context = mp.get_context("spawn")
         self.stop = context.Event()
         self.reports: Any = context.Queue()
@@ -106,13 +151,15 @@ class WorkerPool:
                     max_ticks,
                     token,
                     seed * 1000 + i,
-                    f"tank{i}",
+                    f"{name}{i}",
                     self.stop,
                     self.reports,
                     i,
                     league,
+                    royale_matches,
+                    turns_per_s,
                 ),
-                name=f"arena-worker-{i}",
+                name=f"arena-worker-{name}{i}",
                 daemon=True,
             )
             for i in range(n)

@@ -30,8 +30,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from agents import PPOAgent, PPOConfig, Segment, SegmentEnd  # noqa: E402
+from arena.tank.rewards import N_TERMS, TANK_REWARD  # noqa: E402
 
-OBS_DIM, ACT_DIM, N_TERMS, SEGMENT_STEPS = 25, 5, 5, 256
+OBS_DIM, ACT_DIM, SEGMENT_STEPS = 25, 5, 256
 DEFAULT_SHAPES = ("2048:256", "32768:4096", "32768:8192", "65536:8192")
 
 
@@ -54,6 +55,7 @@ def segments(steps: int, rng: np.random.Generator) -> list[Segment]:
                 version=0,
                 terms=rng.standard_normal((n, N_TERMS), dtype=np.float32) * 0.1,
                 score=float(rng.uniform(0, 150)) if terminal else None,
+                reward_fn=TANK_REWARD,
             )
         )
     return out

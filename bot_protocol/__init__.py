@@ -23,6 +23,7 @@ from .messages import (
     Welcome,
 )
 from .policy import Policy
+from .policy_id import PolicyId
 from .tensors import decode_tensors, encode_tensors
 from .transitions import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, TransitionBatch, TransitionHeader, assemble_batches
 
@@ -42,6 +43,7 @@ __all__ = [
     "Limits",
     "Message",
     "Policy",
+    "PolicyId",
     "ProtocolError",
     "RewardMode",
     "SessionSpec",

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .messages import RewardMode
+from .policy_id import PolicyId
 from .transitions import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, TransitionBatch
 
 __all__ = ["StepRecorder", "concat_batches", "split_batch"]
@@ -35,7 +36,7 @@ class StepRecorder:
         self.obs_dim, self.act_dim, self.n_agents, self.reward = obs_dim, act_dim, n_agents, reward
         self.batch_steps = batch_steps
         self.episode = np.zeros(n_agents, dtype=np.uint32)
-        self._identity: tuple[int, int] | None = None
+        self._identity: PolicyId | None = None
         self._rows: list[dict[str, NDArray[np.generic]]] = []
         self._held = 0
         self._all_agents = np.arange(n_agents, dtype=np.uint32)
@@ -110,7 +111,7 @@ class StepRecorder:
         self.episode[ids[flags != 0]] += 1
 
         out = None
-        identity = (generation, version)
+        identity = PolicyId(generation, version)
         if self._identity is not None and identity != self._identity and self._held:
             out = self.flush()
         self._identity = identity
@@ -131,11 +132,11 @@ class StepRecorder:
             parts = [r[key] for r in rows if key in r]
             return np.concatenate(parts) if parts else np.zeros(shape, np.float32)
 
-        generation, version = self._identity
+        identity = self._identity
         return TransitionBatch(
             seq=0,
-            generation=generation,
-            version=version,
+            generation=identity.generation,
+            version=identity.version,
             agent=np.concatenate([r["agent"] for r in rows]).astype(np.uint32),
             episode=np.concatenate([r["episode"] for r in rows]).astype(np.uint32),
             obs=np.concatenate([r["obs"] for r in rows]).astype(np.float32),

@@ -331,12 +331,12 @@ class BotClient:
         server trains now, even after a restart from scratch that reset the version.
         """
         current = self.policy
-        identity = (weights.generation, weights.version)
-        if initial and current is not None and identity == (current.generation, current.version):
+        identity = weights.policy_id
+        if initial and current is not None and identity == current.policy_id:
             return  # a reconnect to the same policy: keep it (versions a bot adopts never repeat)
-        if not initial and current is not None and identity <= (current.generation, current.version):
+        if not initial and current is not None and identity <= current.policy_id:
             self.stats.weights_rejected += 1
-            logger.warning("ignored weights %s: not newer than (%d, %d)", identity, current.generation, current.version)
+            logger.warning("ignored weights %s: not newer than %s", identity, current.policy_id)
             return
         try:
             # The message's own settings win; else welcome's (first install) or the current ones.

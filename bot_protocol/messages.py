@@ -33,6 +33,7 @@ from .fields import U8 as U8
 from .fields import U32 as U32
 from .fields import check_floats as check_floats
 from .fields import read_bytes, read_field, read_float, read_int, read_map, read_str
+from .policy_id import PolicyId
 from .tensors import encode_tensors
 
 __all__ = [
@@ -250,6 +251,11 @@ class Weights(Message):
     tensors: bytes
     sha256: bytes
     explore: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def policy_id(self) -> PolicyId:
+        """The identity bots compare before adopting these weights (a property: the wire keeps two integers)."""
+        return PolicyId(self.generation, self.version)
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {

@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from .errors import ErrorCode, ProtocolError
 from .messages import Architecture, Weights
+from .policy_id import PolicyId
 from .tensors import decode_tensors
 
 __all__ = ["Policy"]
@@ -108,6 +109,11 @@ class Policy:
     @property
     def act_dim(self) -> int:
         return self.arch.layers[-1]
+
+    @property
+    def policy_id(self) -> PolicyId:
+        """The weights' identity: a client adopts only newer ones, and stamps it on what it records."""
+        return PolicyId(self.generation, self.version)
 
     @classmethod
     def from_weights(cls, weights: Weights, explore: Mapping[str, float] | None = None) -> Policy:

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from .errors import ErrorCode, ProtocolError
 from .fields import F32, MAX_U64, U8, U32, check_floats, f32_bytes, read_bytes, read_int
 from .messages import Message, RewardMode, SessionSpec
+from .policy_id import PolicyId
 
 __all__ = [
     "FLAG_TERMINAL",
@@ -45,7 +46,8 @@ FLAG_TRUNCATED = 2
 
 N_REWARD_TERMS = 5
 """Columns of ``terms``: my energy delta, enemy energy delta (the damage I dealt, negated), distance to enemy,
-max distance, |gun bearing| (deg). See docs/protocol.md."""
+max distance, |gun bearing| (deg). See docs/protocol.md. The wire format fixes this width (the tank's terms);
+a server's reward function must shape exactly this many (``server.rewards.check_reward_function``)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,6 +77,11 @@ class TransitionBatch(Message):
     @property
     def n(self) -> int:
         return int(self.agent.shape[0])
+
+    @property
+    def policy_id(self) -> PolicyId:
+        """The policy that acted these steps (the frame's ``gen`` and ``ver``)."""
+        return PolicyId(self.generation, self.version)
 
     @property
     def nbytes(self) -> int:
@@ -131,6 +138,11 @@ class TransitionHeader:
     flags: bytes
     columns: dict[str, bytes]
     """Float columns by name, in wire order, each exactly the size its shape needs."""
+
+    @property
+    def policy_id(self) -> PolicyId:
+        """The policy that acted this frame's steps: the server checks it against what it published."""
+        return PolicyId(self.generation, self.version)
 
     @property
     def nbytes(self) -> int:

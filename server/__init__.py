@@ -8,12 +8,16 @@ Typical embedding::
     server = TrainingServer(make_agent("ppo", obs_dim=4, act_dim=2), ServerConfig(port=0))
     with ServerThread(server) as running:
         print(running.url)   # connect bots here
+
+That server takes scalar-reward bots only; for terms-mode bots pass the game's reward
+function, e.g. ``TrainingServer(..., reward=arena.tank.rewards.TANK_REWARD)`` (:mod:`server.rewards`).
 """
 
 from .app import ListenError, TrainingServer
 from .config import ServerConfig, TrainerConfig
 from .dashboard import Dashboard, DashboardConfig
 from .metrics import Metrics
+from .rewards import RewardFunction
 from .thread import ServerThread
 from .trainer import Trainer
 from .transition_queue import TransitionQueue
@@ -24,6 +28,7 @@ __all__ = [
     "DashboardConfig",
     "ListenError",
     "Metrics",
+    "RewardFunction",
     "ServerConfig",
     "ServerThread",
     "Trainer",

@@ -49,7 +49,9 @@ from .http_common import bearer_matches, json_body, peer_address, respond, tls_c
 from .interpreter import InterpreterTuning
 from .looplag import LoopLagMonitor
 from .metrics import Metrics
+from .rewards import RewardFunction
 from .session import BotSession
+from .stats import DEFAULT_RATE_WINDOW, RateWindow, ServerStats
 from .thread import ServerThread
 from .trainer import Trainer
 from .transition_queue import Arrival, TransitionQueue
@@ -79,6 +81,8 @@ class TrainingServer:
         trainer_config: checkpoints and publishing.
         update_hook: called on the trainer thread with each update's metrics.
         dashboard: serve the live dashboard (a web page and observer websocket) on a port of its own.
+        reward: the game's reward function for ``terms``-mode bots (the tank's is
+            ``arena.tank.rewards.TANK_REWARD``); None: such a ``hello`` is refused (``bad_hello``).
     """
 
     def __init__(
@@ -88,12 +92,14 @@ class TrainingServer:
         trainer_config: TrainerConfig | None = None,
         update_hook: Callable[[dict[str, float]], None] | None = None,
         dashboard: DashboardConfig | None = None,
+        *,
+        reward: RewardFunction | None = None,
     ) -> None:
         self.config = cfg = config or ServerConfig()
         self.metrics = Metrics()
         arch, _ = agent.export_actor()
         self.obs_dim, self.act_dim = int(arch["layers"][0]), int(arch["layers"][-1])
-        self.rules = BotRules.from_config(cfg, self.obs_dim, self.act_dim)
+        self.rules = BotRules.from_config(cfg, self.obs_dim, self.act_dim, reward_terms=reward is not None)
         """What every bot connection is held to (its limits are announced in ``welcome``)."""
         self.limits = self.rules.limits
         bounds = queue_bounds(cfg, agent, self.obs_dim, self.act_dim)
@@ -108,6 +114,7 @@ class TrainingServer:
             update_hook=update_hook,
             segment_steps=cfg.segment_steps,
             on_fatal=self._fatal_threadsafe,
+            reward=reward,
         )
         self.failed: BaseException | None = None
         """Set when the trainer gave up (crashes beyond its restart quota): the owner should close."""
@@ -120,6 +127,10 @@ class TrainingServer:
         """Newest snapshot known to the event loop (the trainer's copy may be ahead by one hop)."""
         self.sessions: dict[str, BotSession] = {}
         self.lag = LoopLagMonitor(cfg.loop_lag_interval, cfg.loop_lag_warn)
+        self.rates = RateWindow(
+            dashboard.rate_window if dashboard is not None else DEFAULT_RATE_WINDOW, start=(time.monotonic(), (0.0, 0.0))
+        )
+        """The one window every view's steps/s come from (:meth:`stats`); its length is the dashboard's."""
         self.admission = Admission(
             max_per_address=cfg.max_connections_per_ip,
             handshakes_per_s=cfg.max_handshakes_per_ip_per_s,
@@ -297,34 +308,35 @@ class TrainingServer:
             return respond(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, "server at connection capacity\n")
         return None
 
-    def health(self) -> tuple[bool, dict[str, Any]]:
-        heartbeat_age = time.monotonic() - self.trainer.heartbeat
-        trainer_ok = self.trainer.alive and self.trainer.error is None
-        body = {
-            "status": "ok" if trainer_ok else "degraded",
-            "trainer_alive": trainer_ok,
-            "trainer_heartbeat_age_s": round(heartbeat_age, 3),
-            "generation": self.current.generation,
-            "policy_version": self.current.version,
-            "connected_bots": len(self.sessions),
-            "agent": self.agent_name,
-        }
-        return trainer_ok, body
+    def stats(self, bots: int = 0) -> ServerStats:
+        """Every figure the views show, read once (any thread; ``bots`` > 0 adds per-bot rows: loop thread only).
 
-    def _refresh_gauges(self) -> None:
+        ``/healthz``, ``/metrics``, the dashboard, TensorBoard rows and ``summary.json`` all read
+        this snapshot, never the parts below (see :mod:`server.stats`).
+        """
+        return ServerStats.of(self, bots)
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """(healthy, the ``/healthz`` body): healthy while the trainer runs and has not given up."""
+        return self.stats().health()
+
+    def _refresh_gauges(self, stats: ServerStats) -> None:
+        """The gauges only a scrape needs, set from the snapshot just before rendering."""
         m = self.metrics
-        m.set("connected_bots", len(self.sessions))
-        m.set("queue_bytes", self.queue.nbytes)
-        m.set("queue_segments", len(self.queue))
-        m.set("queue_steps", self.queue.steps)
-        m.set("policy_version", self.current.version)
-        m.set("policy_generation", self.current.generation)
-        m.set("trainer_heartbeat_age_seconds", time.monotonic() - self.trainer.heartbeat)
-        for stat, value in self.lag.percentiles().items():
-            m.set("loop_lag_seconds", value, stat=stat)
+        m.set("connected_bots", stats.connected_bots)
+        m.set("queue_bytes", stats.queue_bytes)
+        m.set("queue_segments", stats.queue_arrivals)
+        m.set("queue_steps", stats.queue_steps)
+        m.set("policy_version", stats.policy.version)
+        m.set("policy_generation", stats.policy.generation)
+        m.set("trainer_heartbeat_age_seconds", stats.trainer_heartbeat_age)
+        if stats.loop_lag is not None:  # always, on the loop thread (the lag window's only writer)
+            for stat, value in stats.loop_lag.items():
+                m.set("loop_lag_seconds", value, stat=stat)
 
     def render_metrics(self) -> str:
-        self._refresh_gauges()
+        """The ``/metrics`` text: every counter and gauge, the snapshot's gauges refreshed first."""
+        self._refresh_gauges(self.stats())
         return self.metrics.render()
 
     def accounting(self) -> dict[str, int]:

@@ -15,6 +15,10 @@ from the loop serving bots.
 A segment that lies inside one drain is made of views of that drain's gathered columns
 (no copy); one that spans drains is copied together when it closes. The columns travel
 packed in one float32 matrix, so a segment's obs/act/logp/rewards are strided views of it.
+
+Terms mode knows no game: the run's :class:`~server.rewards.RewardFunction` (given to the
+builder) sets the width of the terms columns and turns them into the rewards summed here,
+and every terms-mode segment carries it so the learner can do the same.
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.common import Segment, SegmentEnd
-from agents.rewards import ROUND_SCORE_CAP, ROUND_SCORE_SCALE, compute_tick_reward
 from bot_protocol import FLAG_TERMINAL, FLAG_TRUNCATED, TransitionBatch
 
+from .rewards import RewardFunction, check_reward_function
 from .transition_queue import Arrival
 
 __all__ = ["SegmentAssembler", "SegmentBuilder"]
@@ -45,18 +49,23 @@ class _Layout:
     obs_dim: int
     act_dim: int
     terms: bool
+    n_terms: int
+    """Width of the terms columns in terms mode: the reward function's ``n_terms`` (unused in scalar mode)."""
 
     @property
     def width(self) -> int:
-        return self.obs_dim + self.act_dim + 1 + (5 if self.terms else 1)
+        return self.obs_dim + self.act_dim + 1 + (self.n_terms if self.terms else 1)
 
     def obs(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
         return rows[..., : self.obs_dim]
 
-    def rewards(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Per-row rewards of a (T, width) block: the scalars, or the tick rewards of the terms."""
+    def rewards(self, rows: NDArray[np.float32], reward: RewardFunction | None) -> NDArray[np.float32]:
+        """Per-row rewards of a (T, width) block: the scalars, or the reward function's tick rewards of the terms."""
         start = self.obs_dim + self.act_dim + 1
-        return compute_tick_reward(rows[:, start:]) if self.terms else rows[:, start]
+        if not self.terms:
+            return rows[:, start]
+        assert reward is not None, "terms mode needs the run's reward function"
+        return reward.tick_reward(rows[:, start:])
 
     def split(self, rows: NDArray[np.float32]) -> tuple[NDArray[np.float32], ...]:
         """obs, act, logp, values: views of a (T, width) block."""
@@ -106,12 +115,22 @@ class SegmentAssembler:
         bot: the bot id stamped on every segment.
         terms: True for a terms-reward session (``terms``/``score``), False for scalar rewards.
         segment_steps: a segment is cut (and bootstrapped from the next observation) at this length.
+        reward: the run's reward function; required in terms mode (it turns the terms into the
+            rewards summed here, and every segment carries it to the learner), ignored otherwise.
+            Its ``n_terms`` must be the wire format's ``terms`` width (checked here).
+
+    Raises:
+        ValueError: a terms session without a reward function, or one of another width than the wire's.
     """
 
-    def __init__(self, bot: str, terms: bool, segment_steps: int) -> None:
+    def __init__(self, bot: str, terms: bool, segment_steps: int, reward: RewardFunction | None = None) -> None:
+        if terms and reward is None:
+            raise ValueError("a terms-mode session needs the run's reward function (reward=...)")
         self.bot = bot
         self.terms = terms
         self.segment_steps = segment_steps
+        self.reward = check_reward_function(reward) if terms else None
+        """The reward function in terms mode, None in scalar mode."""
         self._open: dict[int, _Open] = {}
 
     @property
@@ -178,7 +197,8 @@ class SegmentAssembler:
         generation, version = current.generation, current.version
         current.clear()
         if score is not None:  # segment_rewards adds the round reward to the last step
-            reward_sum += min(score, ROUND_SCORE_CAP) / ROUND_SCORE_SCALE
+            assert self.reward is not None  # scores come in terms mode only
+            reward_sum += self.reward.round_reward_scalar(score)
         if end is SegmentEnd.CUT and next_obs is None:
             # Bot left (or abandoned the episode) mid-way: nothing it sent is lost, and the
             # open tail is bootstrapped from its last observation — a truncation, never terminal.
@@ -198,6 +218,7 @@ class SegmentAssembler:
                 terms=values if self.terms else None,
                 score=score,
                 reward_sum=reward_sum,
+                reward_fn=self.reward,
             )
         )
 
@@ -236,19 +257,20 @@ class _Scratch:
 def assemble(runs: Sequence[_Run], scratch: _Scratch | None = None) -> list[Segment]:
     """Assemble runs of several sessions in one pass; each run's rows follow its session's open segments.
 
-    All runs share one reward mode and at most one run per session may be given (a session's
-    next run must see this one's effect on its open segments).
+    All runs share one reward mode (and reward function) and at most one run per session may be
+    given (a session's next run must see this one's effect on its open segments).
     """
     closed: list[Segment] = []
     scratch = scratch if scratch is not None else _Scratch()
     batches = [batch for run in runs for batch in run.batches if batch.n]
     if not batches:
         return closed
-    terms = runs[0].assembler.terms
+    terms, reward = runs[0].assembler.terms, runs[0].assembler.reward
     assert all(run.assembler.terms == terms for run in runs), "one pass takes one reward mode"
+    assert all(run.assembler.reward is reward for run in runs), "one pass takes one reward function"
     sizes = [batch.n for batch in batches]
     first = batches[0]
-    layout = _Layout(first.obs.shape[1], first.act.shape[1], terms)
+    layout = _Layout(first.obs.shape[1], first.act.shape[1], terms, reward.n_terms if reward is not None else 0)
     n = sum(sizes)
     # Rows in arrival order, packed; sorted into a fresh matrix below, so this one is scratch,
     # reused across drains (a fresh multi-MB array each drain would be page-faulted in again).
@@ -293,7 +315,7 @@ def assemble(runs: Sequence[_Run], scratch: _Scratch | None = None) -> list[Segm
     rows = packed[order]
     # Every piece's reward sum from one running sum over the drain (float64), for the trainer's
     # episode returns: a numpy reduction per segment (a dozen calls in terms mode) cost more there.
-    cumulative = np.cumsum(layout.rewards(rows), dtype=np.float64)
+    cumulative = np.cumsum(layout.rewards(rows, reward), dtype=np.float64)
     piece_sums = np.diff(cumulative[ends], prepend=0.0).tolist()
     piece_keys = sorted_key[ends].tolist()
     piece_flags = sorted_flags[ends]
@@ -335,10 +357,15 @@ class SegmentBuilder:
     run of every session is assembled in one pass (then the second runs, if any: a gap or a
     new generation starts one). A gap in a session's arrival numbers (a batch dropped from a
     full queue) cuts that session's open segments, so no segment ever spans missing steps.
+
+    ``reward`` is the run's reward function for terms-mode sessions (see :class:`SegmentAssembler`);
+    without one only scalar sessions can be assembled (the server refuses terms-mode ``hello`` s then).
+    Its ``n_terms`` is checked against the wire format's ``terms`` width here, at construction.
     """
 
-    def __init__(self, segment_steps: int) -> None:
+    def __init__(self, segment_steps: int, reward: RewardFunction | None = None) -> None:
         self.segment_steps = segment_steps
+        self.reward = check_reward_function(reward)
         self._sessions: dict[str, tuple[SegmentAssembler, int]] = {}
         self._scratch = _Scratch()
 
@@ -379,7 +406,7 @@ class SegmentBuilder:
         first = run[0]
         entry = self._sessions.get(first.session)
         if entry is None:
-            assembler = SegmentAssembler(first.bot, first.terms, self.segment_steps)
+            assembler = SegmentAssembler(first.bot, first.terms, self.segment_steps, self.reward)
         else:
             assembler, last_index = entry
             if first.index != last_index + 1:  # batches were dropped in between: never bridge the gap

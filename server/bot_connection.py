@@ -42,7 +42,9 @@ from bot_protocol import (
     Hello,
     Limits,
     Message,
+    PolicyId,
     ProtocolError,
+    RewardMode,
     SessionSpec,
     TransitionBatch,
     TransitionHeader,
@@ -60,7 +62,13 @@ from .session import BotSession
 from .transition_queue import Arrival, TransitionQueue
 from .weights import WeightsSnapshot
 
-__all__ = ["BotConnection", "BotRules", "Close", "Decision"]
+__all__ = ["NO_REWARD_FUNCTION", "BotConnection", "BotRules", "Close", "Decision"]
+
+NO_REWARD_FUNCTION = (
+    "this server has no reward function for reward terms; send reward 'scalar', "
+    "or start the server with one (arena serve does, with the tank's)"
+)
+"""The ``bad_hello`` message for a terms-mode ``hello`` on a server started without a reward function."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,10 @@ class BotRules:
     error_window: float
     max_undecodable: int
     """Undecodable frames per connection (never forgiven); the one that reaches it closes 1008."""
+    reward_terms: bool
+    """Whether the run has a reward function for ``terms`` mode (the game's, given to the server);
+    without one a ``hello`` with ``reward: "terms"`` is refused with ``bad_hello``: its rows could
+    not be turned into rewards (docs/protocol.md §3.7.4)."""
 
     def __post_init__(self) -> None:
         problems = [
@@ -95,7 +107,7 @@ class BotRules:
             raise ValueError("invalid BotRules: " + "; ".join(problems))
 
     @classmethod
-    def from_config(cls, config: ServerConfig, obs_dim: int, act_dim: int) -> BotRules:
+    def from_config(cls, config: ServerConfig, obs_dim: int, act_dim: int, *, reward_terms: bool) -> BotRules:
         return cls(
             obs_dim=obs_dim,
             act_dim=act_dim,
@@ -104,6 +116,7 @@ class BotRules:
             error_budget=config.error_budget,
             error_window=config.error_window,
             max_undecodable=config.max_undecodable,
+            reward_terms=reward_terms,
         )
 
 
@@ -229,11 +242,13 @@ class BotConnection:
             )
         if hello.n_agents > rules.max_agents_per_bot:
             raise ProtocolError(ErrorCode.BAD_HELLO, f"n_agents {hello.n_agents} exceeds {rules.max_agents_per_bot}")
+        if hello.reward is RewardMode.TERMS and not rules.reward_terms:
+            raise ProtocolError(ErrorCode.BAD_HELLO, NO_REWARD_FUNCTION)
 
     # ── after the welcome ────────────────────────────────────────────────────
 
-    def receive(self, frames: Sequence[bytes | str], current: tuple[int, int]) -> Decision:
-        """Frames that arrived together, answered in arrival order; ``current``: the newest published (gen, ver).
+    def receive(self, frames: Sequence[bytes | str], current: PolicyId) -> Decision:
+        """Frames that arrived together, answered in arrival order; ``current``: the newest published policy.
 
         Consecutive well-formed ``tr`` frames the bot had credit for are collected as headers
         (sizes checked, values not yet) and accepted as one group; any other frame first
@@ -293,7 +308,7 @@ class BotConnection:
         kind: str,
         fields: Mapping[str, Any],
         structure: ProtocolError | None,
-        current: tuple[int, int],
+        current: PolicyId,
         out: _Outcome,
     ) -> bool:
         """One message outside a group; False when the connection must end.
@@ -334,9 +349,7 @@ class BotConnection:
             return True
         return self._reject(out, ErrorCode.UNEXPECTED, f"'{message.TYPE}' is not expected now")
 
-    def _accept_group(
-        self, group: Sequence[TransitionHeader | TransitionBatch], current: tuple[int, int], out: _Outcome
-    ) -> bool:
+    def _accept_group(self, group: Sequence[TransitionHeader | TransitionBatch], current: PolicyId, out: _Outcome) -> bool:
         """Accept or reject ``tr`` frames of this session in order; accepted runs are queued joined.
 
         Fast path: sequence and version checks on the headers, then one value check over
@@ -365,7 +378,7 @@ class BotConnection:
         return True
 
     def _accept_one_by_one(
-        self, group: Sequence[TransitionHeader | TransitionBatch], current: tuple[int, int], out: _Outcome
+        self, group: Sequence[TransitionHeader | TransitionBatch], current: PolicyId, out: _Outcome
     ) -> bool:
         """Answer each frame as if it had come alone: its values first, then its seq and version.
 
@@ -406,7 +419,7 @@ class BotConnection:
         steps = sum(batch.n for batch in batches)
         session.steps_accepted += steps
         session.frames_accepted += len(kept)
-        session.acting_version = (batches[-1].generation, batches[-1].version)
+        session.acting_version = batches[-1].policy_id
         session.last_frame_at = self._clock()
         metrics.inc("transitions_received", steps)
         metrics.inc("frames_accepted", len(kept))
@@ -450,10 +463,10 @@ class BotConnection:
         return len(errors) >= self.rules.error_budget
 
 
-def _verdict(frame: TransitionHeader | TransitionBatch, last_seq: int, current: tuple[int, int]) -> _Verdict:
+def _verdict(frame: TransitionHeader | TransitionBatch, last_seq: int, current: PolicyId) -> _Verdict:
     if frame.seq <= last_seq:
         return ErrorCode.DUPLICATE, f"seq {frame.seq} already seen"
-    if (frame.generation, frame.version) > current:
+    if frame.policy_id > current:
         return ErrorCode.BAD_FIELD, "policy (gen, ver) newer than any published"
     return None
 
@@ -466,10 +479,7 @@ def _join(spec: SessionSpec, frames: Sequence[TransitionHeader | TransitionBatch
     batches: list[TransitionBatch] = []
     start = 0
     for end in range(1, len(headers) + 1):
-        if end < len(headers) and (headers[end].generation, headers[end].version) == (
-            headers[start].generation,
-            headers[start].version,
-        ):
+        if end < len(headers) and _same_policy(headers[end], headers[start]):
             continue
         batch = assemble_batches(headers[start:end], spec, explain=False)
         if batch is None:
@@ -477,6 +487,11 @@ def _join(spec: SessionSpec, frames: Sequence[TransitionHeader | TransitionBatch
         batches.append(batch)
         start = end
     return batches
+
+
+def _same_policy(a: TransitionHeader, b: TransitionHeader) -> bool:
+    """``a.policy_id == b.policy_id`` without building either: this runs once per frame of a group."""
+    return a.generation == b.generation and a.version == b.version
 
 
 def _close_reason(text: str, limit: int = 120) -> str:

@@ -6,11 +6,13 @@ JSON and a same-origin websocket. A second ``serve()`` on the server's event loo
 one listening socket and no thread, and keeps the bot port's rules untouched.
 
 Why it costs the bots nothing: the dashboard never hooks the ingest path. One timer task
-on the loop samples what the server already keeps (the ``transitions_received`` counter,
-``sessions``, ``current``, the loop-lag window) every ``push_interval`` seconds, and
-forwards the newest match frame at most ``frame_fps`` times a second. Other threads hand
-data over without waking the loop: :meth:`Dashboard.publish_frame` is one reference
-assignment (latest wins), :meth:`Dashboard.publish_stats` one append under a lock.
+on the loop takes one :class:`~server.stats.ServerStats` snapshot (with its bot rows) every
+``push_interval`` seconds, and forwards the newest match frame at most ``frame_fps`` times a
+second. It reads nothing else of the server: what it needs of it is :class:`DashboardHost`
+(snapshots, the shared admission, the metrics its own counters go to, the port's TLS and
+token). Other threads hand data over without waking the loop: :meth:`Dashboard.publish_frame`
+is one reference assignment (latest wins), :meth:`Dashboard.publish_stats` one append under
+a lock.
 
 Backpressure: each observer has one sender task that, when woken, sends what is due *now*
 (stats since its cursors, the newest frame); nothing is queued per observer, so a slow
@@ -48,7 +50,7 @@ import urllib.parse
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -57,13 +59,13 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
-from .config import is_loopback, url_host
+from .admission import Admission
+from .config import ServerConfig, is_loopback, url_host
 from .http_common import bearer_matches, json_body, page_response, peer_address, secret_matches, tls_context
+from .metrics import Metrics
+from .stats import DEFAULT_RATE_WINDOW, BotRates, ServerStats
 
-if TYPE_CHECKING:  # the dashboard only reads a running server; no import cycle at run time
-    from .app import TrainingServer
-
-__all__ = ["OBSERVE_PATH", "SUBPROTOCOL", "Dashboard", "DashboardConfig", "static_asset"]
+__all__ = ["OBSERVE_PATH", "SUBPROTOCOL", "Dashboard", "DashboardConfig", "DashboardHost", "static_asset"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,9 +111,11 @@ class DashboardConfig:
     """Period of stats samples (the charts' resolution) and of stats messages to observers."""
     frame_fps: float = 20.0
     """Most match frames per second sent to each observer; newer frames replace unsent ones."""
-    rate_window: float = 2.0
+    rate_window: float = DEFAULT_RATE_WINDOW
     """Transitions/s are averaged over this many seconds: trained steps arrive a whole update at a
-    time, so a rate per sample would be all spikes. Must be >= ``push_interval``."""
+    time, so a rate per sample would be all spikes. Must be >= ``push_interval``. A ``TrainingServer``
+    built with this config takes it for the rate window of every view (``server.stats``); the bot
+    table's per-bot rates are smoothed over it."""
     open_timeout: float = 5.0
     """HTTP request / websocket upgrade deadline (slowloris bound)."""
     ping_interval: float | None = 20.0
@@ -175,11 +179,32 @@ class _Observer:
         self.sender: asyncio.Task[None] | None = None
 
 
+class DashboardHost(Protocol):
+    """What the dashboard needs of the server it shows (a :class:`~server.app.TrainingServer` is one).
+
+    Kept this narrow so the dashboard depends on the read model, not on the server's parts:
+    everything it shows comes from :meth:`stats`; the rest is what it shares with the bot
+    port (the admission's per-address blocks, the certificate and token) and where its own
+    counters go.
+    """
+
+    @property
+    def config(self) -> ServerConfig: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def admission(self) -> Admission: ...
+
+    def stats(self, bots: int = 0) -> ServerStats: ...
+
+
 class Dashboard:
     """Serves the dashboard page and streams stats and match frames to observers.
 
-    Runs on the event loop of a started :class:`~server.app.TrainingServer` (it reads the
-    server's loop-thread state without locks), on a port of its own.
+    Runs on the event loop of a started :class:`~server.app.TrainingServer` (its snapshots'
+    bot rows are loop-thread state), on a port of its own.
 
     Args:
         server: the training server to show; :meth:`start` must run on its event loop.
@@ -192,7 +217,7 @@ class Dashboard:
     (observers get 1001 while the server's state is still readable).
     """
 
-    def __init__(self, server: TrainingServer, config: DashboardConfig | None = None) -> None:
+    def __init__(self, server: DashboardHost, config: DashboardConfig | None = None) -> None:
         self.server = server
         self.config = config or DashboardConfig()
         self._token = self.config.token if self.config.token is not None else server.config.token
@@ -213,11 +238,9 @@ class Dashboard:
         self._next_update = 0
         self._bots: list[dict[str, Any]] = []
         self._health: dict[str, Any] = {}
-        self._bot_steps: dict[str, tuple[int, float, float]] = {}
-        """bot_id → (steps_accepted at the last sample, when it last grew, smoothed steps/s)."""
-        self._counts: deque[tuple[float, float, float]] = deque()
-        """(time, transitions_received, transitions_trained) over the last ``rate_window`` seconds."""
-        self._last_sample_at = self._started
+        self._agent = ""
+        """The learner's name, from the newest snapshot (the observers' ``hello`` carries it)."""
+        self._bot_rates = BotRates(self.config.rate_window, self._started)
         self._last_update_seen = -1.0
         self._stats_cache: dict[tuple[int, int], tuple[str, tuple[int, int]]] = {}
         """Encoded stats message and the cursors after it, by the cursors before it (cleared each sample)."""
@@ -362,104 +385,82 @@ class Dashboard:
             await asyncio.sleep(max(0.0, min(wait, frame_period) if self._observers else wait))
 
     def _take_sample(self) -> None:
-        """One chart point from the server's counters, plus the bot table and any new update rows."""
-        server = self.server
-        now = time.monotonic()
-        dt = max(now - self._last_sample_at, 1e-6)
-        received = server.metrics.counter("transitions_received")
-        trained = server.metrics.counter("transitions_trained")
-        counts = self._counts
-        counts.append((now, received, trained))
-        while len(counts) > 2 and counts[1][0] <= now - self.config.rate_window:
-            counts.popleft()  # keep the newest point at least rate_window old: the window's start
-        since, received_then, trained_then = counts[0]
-        span = max(now - since, 1e-6)
-        lag = server.lag.percentiles()
-        policy_lag = {s: server.metrics.gauge("policy_lag", stat=s) for s in ("min", "avg", "max")}
+        """One chart point from one server snapshot, plus the bot table and any new update rows."""
+        stats = self.server.stats(bots=self.config.max_bots_listed)
+        now = stats.taken_at
+        lag, policy_lag = stats.loop_lag, stats.policy_lag
         i = next(self._sample_ids)
         self._samples.append(
             {
                 "i": i,
                 "t": round(now - self._started, 3),
-                "transitions_per_s": round((received - received_then) / span, 1),
-                "trained_per_s": round((trained - trained_then) / span, 1),
-                "transitions_received": int(received),
-                "policy_version": server.current.version,
-                "generation": server.current.generation,
-                "policy_lag_min": policy_lag["min"],
-                "policy_lag_avg": policy_lag["avg"],
-                "policy_lag_max": policy_lag["max"],
-                "loop_lag_p50_ms": round(lag["p50"] * 1000, 2),
-                "loop_lag_p99_ms": round(lag["p99"] * 1000, 2),
-                "loop_lag_max_ms": round(lag["max"] * 1000, 2),
-                "connected_bots": len(server.sessions),
-                "queue_steps": server.queue.steps,
+                "transitions_per_s": round(stats.received_per_s, 1),
+                "trained_per_s": round(stats.trained_per_s, 1),
+                "transitions_received": stats.transitions_received,
+                "policy_version": stats.policy.version,
+                "generation": stats.policy.generation,
+                "policy_lag_min": policy_lag.min,
+                "policy_lag_avg": policy_lag.avg,
+                "policy_lag_max": policy_lag.max,
+                "loop_lag_p50_ms": _ms(lag.p50) if lag is not None else None,  # None only off the loop thread
+                "loop_lag_p99_ms": _ms(lag.p99) if lag is not None else None,
+                "loop_lag_max_ms": _ms(lag.max) if lag is not None else None,
+                "connected_bots": stats.connected_bots,
+                "queue_steps": stats.queue_steps,
                 "observers": len(self._observers),
             }
         )
         self._next_sample = i + 1
-        self._last_sample_at = now
-        for row in self._drain_updates():
+        for row in self._drain_updates(stats):
             row["i"] = j = next(self._update_ids)
             self._updates.append(row)
             self._next_update = j + 1
-        self._bots = self._bot_table(now, dt)
-        healthy, self._health = server.health()
+        self._bots = self._bot_table(stats)
+        healthy, self._health = stats.health()
         self._health["healthy"] = healthy
+        self._agent = stats.agent
         self._stats_cache.clear()
         self.server.metrics.set("dashboard_observers", len(self._observers))
 
-    def _drain_updates(self) -> list[dict[str, Any]]:
+    def _drain_updates(self, stats: ServerStats) -> list[dict[str, Any]]:
         with self._inbox_lock:
             rows, published = list(self._inbox), self._stats_published
             self._inbox.clear()
         if published:
             return rows
-        # Nobody calls publish_stats (a bare TrainingServer): poll the trainer's newest update
-        # instead: one reference read; the trainer never mutates a stats dict after storing it.
-        last = self.server.trainer.last_metrics
+        # Nobody calls publish_stats (a bare TrainingServer): take the trainer's newest update
+        # from the snapshot instead (the trainer never mutates a stats dict after storing it).
+        last = stats.last_update
         updates = last.get("updates", -1.0)
         if updates == self._last_update_seen:
             return []
         self._last_update_seen = updates
-        row: dict[str, Any] = {"t": round(time.monotonic() - self._started, 3)}
+        row: dict[str, Any] = {"t": round(stats.taken_at - self._started, 3)}
         for key, value in itertools.islice(last.items(), _MAX_STAT_KEYS):
             row[key] = _finite(value)
         return [row]
 
-    def _bot_table(self, now: float, dt: float) -> list[dict[str, Any]]:
-        """One row per connected bot; rates and "last seen" from steps_accepted between samples."""
-        previous, self._bot_steps = self._bot_steps, {}
-        smoothing = 1.0 - math.exp(-dt / self.config.rate_window)  # an EMA over about rate_window seconds
-        rows = []
-        for bot_id, session in itertools.islice(self.server.sessions.items(), self.config.max_bots_listed):
-            steps = session.steps_accepted
-            before, grew_at, rate = previous.get(bot_id, (steps, session.connected_at, 0.0))
-            if steps != before:
-                grew_at = now
-            rate += ((steps - before) / dt - rate) * smoothing
-            self._bot_steps[bot_id] = (steps, grew_at, rate)
-            # The version that acted in its newest accepted batch; before its first batch, the
-            # newest version handed to its socket stands in.
-            acting = session.acting_version
-            generation, version = acting if acting is not None else session.slot.delivered
-            rows.append(
-                {
-                    "id": bot_id,
-                    "name": session.hello.name,
-                    "client": session.hello.client[:60],
-                    "agents": session.hello.n_agents,
-                    "reward": str(session.hello.reward),
-                    "generation": generation,
-                    "version": version,
-                    "version_is": "acting" if acting is not None else "delivered",
-                    "steps": steps,
-                    "transitions_per_s": round(rate, 1),
-                    "connected_s": round(now - session.connected_at, 1),
-                    "last_seen_s": round(now - session.last_frame_at, 1),
-                }
-            )
-        return rows
+    def _bot_table(self, stats: ServerStats) -> list[dict[str, Any]]:
+        """One row per bot in the snapshot; its rate from its steps between samples (:class:`~server.stats.BotRates`)."""
+        now = stats.taken_at
+        rates = self._bot_rates.update(stats)
+        return [
+            {
+                "id": bot.bot_id,
+                "name": bot.name,
+                "client": bot.client[:60],
+                "agents": bot.agents,
+                "reward": bot.reward,
+                "generation": bot.policy.generation,
+                "version": bot.policy.version,
+                "version_is": bot.policy_is,
+                "steps": bot.steps,
+                "transitions_per_s": round(rates[bot.bot_id], 1),
+                "connected_s": round(now - bot.connected_at, 1),
+                "last_seen_s": round(now - bot.last_frame_at, 1),
+            }
+            for bot in stats.bots
+        ]
 
     # ── HTTP side: auth, page, assets ────────────────────────────────────────
 
@@ -493,7 +494,7 @@ class Dashboard:
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = urllib.parse.urlsplit(request.path).path
         if path == "/healthz":
-            healthy, body = self.server.health()
+            healthy, body = self.server.stats().health()
             body["observers"] = len(self._observers)
             status = http.HTTPStatus.OK if healthy else http.HTTPStatus.SERVICE_UNAVAILABLE
             return page_response(status, json_body(body), "application/json")
@@ -551,7 +552,7 @@ class Dashboard:
         hello = {
             "type": "hello",
             "protocol": SUBPROTOCOL,
-            "agent": self.server.agent_name,
+            "agent": self._agent,
             "push_interval": self.config.push_interval,
             "frame_fps": self.config.frame_fps,
             "history": self.config.history,
@@ -683,6 +684,11 @@ def _rows_from(rows: deque[dict[str, Any]], first: int, limit: int = _ROWS_PER_M
         return []
     start = max(0, first - rows[0]["i"])
     return list(itertools.islice(rows, start, start + limit))
+
+
+def _ms(seconds: float) -> float:
+    """Seconds as milliseconds, to the charts' resolution."""
+    return round(seconds * 1000, 2)
 
 
 def _finite(value: Any) -> float | None:

@@ -13,7 +13,7 @@ import time
 from collections.abc import MutableMapping
 from typing import Any
 
-from bot_protocol import Hello, RewardMode, SessionSpec, TransitionBatch
+from bot_protocol import Hello, PolicyId, RewardMode, SessionSpec, TransitionBatch
 
 from .credit import CreditAccount
 from .transition_queue import Arrival
@@ -41,7 +41,7 @@ class BotSession:
         session_id: str,
         hello: Hello,
         spec: SessionSpec,
-        delivered: tuple[int, int],
+        delivered: PolicyId,
         logger: logging.Logger,
         connection: Any = None,
     ) -> None:
@@ -66,8 +66,8 @@ class BotSession:
         self.connected_at = time.monotonic()
         self.last_frame_at = self.connected_at
         """``time.monotonic()`` of the newest accepted batch (the dashboard's "last seen")."""
-        self.acting_version: tuple[int, int] | None = None
-        """(generation, version) of the policy that acted in the newest accepted batch."""
+        self.acting_version: PolicyId | None = None
+        """The policy that acted in the newest accepted batch (None before the first)."""
         self.log = _BotLogger(logger, {"bot": bot_id})
 
     def arrival(self, batch: TransitionBatch | None) -> Arrival:

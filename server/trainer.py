@@ -30,6 +30,7 @@ from agents import Agent, CheckpointStore, Segment, SegmentEnd, segment_return
 from .assembler import SegmentBuilder
 from .config import TrainerConfig
 from .metrics import Metrics
+from .rewards import RewardFunction
 from .transition_queue import TransitionQueue
 from .weights import WeightsSnapshot, make_snapshot
 
@@ -79,6 +80,8 @@ class Trainer:
         update_hook: called with each update's metrics (the CLI logs them); runs on the trainer thread.
         on_fatal: called on the trainer thread when it gives up (a crash beyond the restart
             quota); the server then shuts down and its command exits non-zero.
+        reward: the run's reward function for terms-mode sessions (the game's; see
+            :mod:`server.rewards`). None: scalar-reward sessions only.
 
     Supervision (ML-Agents' pattern): an exception inside :meth:`step` restarts the trainer
     from the newest valid checkpoint (or the last good state in memory) with a new
@@ -99,9 +102,10 @@ class Trainer:
         update_hook: Callable[[dict[str, float]], None] | None = None,
         segment_steps: int = 256,
         on_fatal: Callable[[BaseException], None] = lambda exc: None,
+        reward: RewardFunction | None = None,
     ) -> None:
         self.agent = agent
-        self.builder = SegmentBuilder(segment_steps)
+        self.builder = SegmentBuilder(segment_steps, reward)
         self.queue = queue
         self.metrics = metrics
         self.config = config

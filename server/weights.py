@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from bot_protocol import Weights, encode
+from bot_protocol import PolicyId, Weights, encode
 
 __all__ = ["WeightsSlot", "WeightsSnapshot", "make_snapshot"]
 
@@ -32,8 +32,9 @@ class WeightsSnapshot:
     """``time.monotonic()`` when the trainer made it (hot-swap latency is measured from here)."""
 
     @property
-    def identity(self) -> tuple[int, int]:
-        return (self.generation, self.version)
+    def identity(self) -> PolicyId:
+        """Which policy this is: snapshots and slots compare these, never versions alone."""
+        return PolicyId(self.generation, self.version)
 
 
 def make_snapshot(
@@ -62,7 +63,7 @@ class WeightsSlot:
 
     __slots__ = ("_pending", "delivered")
 
-    def __init__(self, delivered: tuple[int, int]) -> None:
+    def __init__(self, delivered: PolicyId) -> None:
         self.delivered = delivered
         """Identity of the newest snapshot handed to the socket (or sent in ``welcome``)."""
         self._pending: WeightsSnapshot | None = None

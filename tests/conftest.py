@@ -25,14 +25,23 @@ def timeout(seconds: float) -> float:
 
 @contextmanager
 def running_server(
-    obs_dim: int = 4, act_dim: int = 2, agent: Any = None, trainer: TrainerConfig | None = None, **server_options: Any
+    obs_dim: int = 4,
+    act_dim: int = 2,
+    agent: Any = None,
+    trainer: TrainerConfig | None = None,
+    reward: Any = None,
+    **server_options: Any,
 ) -> Iterator[TrainingServer]:
-    """A TrainingServer with a PPO agent, serving on 127.0.0.1 with a free port; closed on exit."""
+    """A TrainingServer with a PPO agent, serving on 127.0.0.1 with a free port; closed on exit.
+
+    ``reward``: the game's reward function for terms-mode bots (None: scalar-reward bots only).
+    """
     server_options.setdefault("port", 0)
     server = TrainingServer(
         agent or make_agent("ppo", obs_dim, act_dim, rollout_steps=512, hidden=(32, 32)),
         ServerConfig(**server_options),
         trainer,
+        reward=reward,
     )
     thread = ServerThread(server).start()
     try:

@@ -3,18 +3,47 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy.typing import NDArray
 
 from agents import SegmentEnd, segment_rewards
-from bot_protocol import FLAG_TERMINAL, FLAG_TRUNCATED, TransitionBatch
+from bot_protocol import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, TransitionBatch
 from server.assembler import SegmentAssembler, SegmentBuilder
+from server.rewards import RewardFunction
 from server.transition_queue import Arrival, TransitionQueue
 
 OBS = 2
+
+
+@dataclass(frozen=True)
+class WeightedTerms:
+    """A made-up game's reward function, injected as a run's would be: the assembler knows no game.
+
+    Tick reward: the terms weighted (column 0 counts 1, column 1 counts -2, the rest 0.1 each);
+    round reward: a quarter of the score. Nothing like the tank's, so a test that passes with it
+    cannot lean on the tank's shaping.
+    """
+
+    n_terms: int = N_REWARD_TERMS
+
+    def tick_reward(self, terms: NDArray[np.float32]) -> NDArray[np.float32]:
+        weights = np.full(self.n_terms, 0.1, np.float32)
+        weights[:2] = [1.0, -2.0]
+        return (terms @ weights).astype(np.float32)
+
+    def round_reward(self, score: NDArray[np.float32] | float) -> NDArray[np.float32]:
+        return (np.asarray(score, np.float32) / np.float32(4.0)).astype(np.float32)
+
+    def round_reward_scalar(self, score: float) -> float:
+        return score / 4.0
+
+
+REWARD: RewardFunction = WeightedTerms()
 
 
 def rows(agents, flags, start=0, episodes=None, next_obs=None, scores=None, version=0) -> TransitionBatch:
@@ -85,14 +114,40 @@ def test_new_episode_id_without_an_end_flag_cuts_the_old_episode():
 
 def test_round_scores_follow_their_ended_rows():
     """In terms mode each ended row's score lands on its own segment."""
-    asm = SegmentAssembler("b", terms=True, segment_steps=100)
+    asm = SegmentAssembler("b", terms=True, segment_steps=100, reward=REWARD)
     out = asm.add(rows([0, 1, 1], [FLAG_TERMINAL, 0, FLAG_TRUNCATED], next_obs=[[7, 1]], scores=[10.0, 20.0]))
     assert {s.agent: s.score for s in out} == {0: 10.0, 1: 20.0}
 
 
+def test_terms_rewards_come_from_the_injected_reward_function():
+    """The rewards summed for a terms segment, and those the learner will compute, are the run's reward
+    function's: its tick rewards of the rows, plus its round reward of the score on the ended row."""
+    batch = rows([0, 0, 0], [0, 0, FLAG_TERMINAL], scores=[12.0])
+    batch.terms[:] = np.arange(15, dtype=np.float32).reshape(3, 5)
+    (segment,) = SegmentAssembler("b", terms=True, segment_steps=100, reward=REWARD).add(batch)
+    assert segment.reward_fn is REWARD
+    expected = REWARD.tick_reward(batch.terms)
+    expected[-1] += REWARD.round_reward(12.0)
+    assert segment_rewards(segment).tobytes() == expected.tobytes()
+    assert segment.reward_sum == pytest.approx(float(REWARD.tick_reward(batch.terms).sum()) + 3.0)
+
+
+def test_terms_mode_needs_a_reward_function_of_the_wire_width():
+    """Without a reward function a terms session cannot be assembled; one whose term count is not the wire
+    format's fixed ``terms`` width (5) is refused when the builder is made, before any row arrives."""
+    with pytest.raises(ValueError, match="reward function"):
+        SegmentAssembler("b", terms=True, segment_steps=100)
+    SegmentAssembler("b", terms=False, segment_steps=100)  # scalar sessions need none
+    with pytest.raises(ValueError, match="5 wide"):
+        SegmentBuilder(segment_steps=100, reward=WeightedTerms(n_terms=4))
+    builder = SegmentBuilder(segment_steps=100)  # a scalar-only run
+    with pytest.raises(ValueError, match="reward function"):
+        builder.add([Arrival("s", "b", True, 0, rows([0], [FLAG_TERMINAL], scores=[1.0]))])
+
+
 def test_builder_joins_runs_and_never_bridges_a_gap():
     """Consecutive arrivals are assembled as one; a missing arrival index cuts the open segments."""
-    builder = SegmentBuilder(segment_steps=100)
+    builder = SegmentBuilder(segment_steps=100, reward=REWARD)
     a = [Arrival("s", "b", False, i, rows([0, 0], [0, 0], start=2 * i)) for i in range(3)]
     assert builder.add(a[:2]) == []
     assert builder.open_steps == 4
@@ -262,7 +317,7 @@ def drained_streams(draw):
 def test_bulk_assembly_matches_the_row_by_row_rules(drains, segment_steps):
     """However arrivals of several bots and modes interleave and are drained, the bulk assembler closes
     exactly the segments the row-by-row rules close: same rows, ends, bootstraps, versions, scores."""
-    builder = SegmentBuilder(segment_steps)
+    builder = SegmentBuilder(segment_steps, reward=REWARD)
     got = [segment for drain in drains for segment in builder.add(drain)]
     key = lambda t: (t[0], t[1], t[2])  # noqa: E731
     assert sorted(as_tuples(got), key=key) == sorted(reference_segments(drains, segment_steps), key=key)

@@ -92,7 +92,7 @@ def connect(
 ) -> tuple[BotConnection, Metrics, Welcome]:
     """A connection past a good hello, with its metrics and the welcome it was sent."""
     metrics = Metrics()
-    rules = BotRules.from_config(config or ServerConfig(), OBS, ACT)
+    rules = BotRules.from_config(config or ServerConfig(), OBS, ACT, reward_terms=True)
     bot = BotConnection(rules, metrics, queue if queue is not None else TransitionQueue(1 << 30), LOG, clock=clock or Clock())
     decision = bot.receive_hello(encode(Hello("unit", OBS, ACT, n_agents=AGENTS)), snapshot(), "ppo")
     assert decision.close is None and not decision.queued
@@ -151,7 +151,7 @@ def test_a_good_hello_is_welcomed_with_limits_credit_and_the_current_weights():
 
 
 def test_bot_ids_are_the_name_cut_to_40_characters_and_a_process_wide_number():
-    rules = BotRules.from_config(ServerConfig(), OBS, ACT)
+    rules = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
     numbers = iter([7, 8])
     first = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG, numbers)
     second = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG, numbers)
@@ -172,6 +172,7 @@ def hello_frame(**fields: object) -> bytes:
         (hello_frame(obs_dim=OBS + 1), "bad_hello", f"this run trains obs_dim={OBS}, act_dim={ACT}; hello declared"),
         (hello_frame(act_dim=ACT + 3), "bad_hello", f"this run trains obs_dim={OBS}, act_dim={ACT}; hello declared"),
         (hello_frame(n_agents=5), "bad_hello", "n_agents 5 exceeds 4"),  # above this server's max_agents_per_bot
+        (hello_frame(reward="terms"), "bad_hello", "this server has no reward function for reward terms"),
         (hello_frame(n_agents=5000), "bad_field", ""),  # above the protocol's 4096
         (hello_frame(v=2), "bad_version", "unsupported protocol version"),
         (tr(0), "unexpected", "'tr' before the hello/welcome handshake"),
@@ -182,7 +183,10 @@ def hello_frame(**fields: object) -> bytes:
 def test_a_refused_hello_gets_its_error_then_close_1008(frame: bytes, code: str, reason: str):
     metrics = Metrics()
     bot = BotConnection(
-        BotRules.from_config(ServerConfig(max_agents_per_bot=4), OBS, ACT), metrics, TransitionQueue(1 << 20), LOG
+        BotRules.from_config(ServerConfig(max_agents_per_bot=4), OBS, ACT, reward_terms=False),
+        metrics,
+        TransitionQueue(1 << 20),
+        LOG,
     )
     decision = bot.receive_hello(frame, snapshot(), "ppo")
     (error,) = replies(decision)
@@ -194,8 +198,17 @@ def test_a_refused_hello_gets_its_error_then_close_1008(frame: bytes, code: str,
         bot.session  # noqa: B018  # no session was opened
 
 
+def test_a_terms_hello_is_welcomed_where_the_run_has_a_reward_function():
+    """``reward_terms`` (a server started with a reward function) is what makes terms mode available."""
+    rules = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
+    bot = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG)
+    (welcome,) = replies(bot.receive_hello(hello_frame(reward="terms"), snapshot(), "ppo"))
+    assert isinstance(welcome, Welcome) and bot.session.terms
+
+
 def test_a_text_frame_closes_1003_without_an_error_before_and_after_the_hello():
-    bot = BotConnection(BotRules.from_config(ServerConfig(), OBS, ACT), Metrics(), TransitionQueue(1 << 20), LOG)
+    rules = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
+    bot = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG)
     assert bot.receive_hello("hello?", snapshot(), "ppo") == Decision(
         close=Close(CloseCode.UNSUPPORTED_DATA, "binary frames only")
     )
@@ -440,7 +453,7 @@ def test_bye_closes_1000_after_what_came_before_it_is_queued():
 
 
 def test_rules_are_validated_at_construction():
-    good = BotRules.from_config(ServerConfig(), OBS, ACT)
+    good = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
     with pytest.raises(ValueError, match="obs_dim"):
         dataclasses.replace(good, obs_dim=0)
     with pytest.raises(ValueError, match="error_window"):

@@ -295,6 +295,7 @@ def test_worker_waits_for_its_server_survives_a_restart_and_stops_on_sigterm():
     import signal
 
     from arena.tank.engine import ACT_DIM, OBS_DIM
+    from arena.tank.rewards import TANK_REWARD  # arena workers are terms-mode tank bots
 
     from .conftest import running_server
 
@@ -303,11 +304,11 @@ def test_worker_waits_for_its_server_survives_a_restart_and_stops_on_sigterm():
     try:
         lines = _Lines(process.stdout)
         lines.wait_for("retrying", timeout(20))  # no server yet
-        with running_server(OBS_DIM, ACT_DIM, port=port) as first:
+        with running_server(OBS_DIM, ACT_DIM, reward=TANK_REWARD, port=port) as first:
             lines.wait_for("connected to", timeout(20))
             _wait_for_transitions(first, timeout(20))
         lines.wait_for("lost the server", timeout(10))  # said at once, not "playing" with frozen counters
-        with running_server(OBS_DIM, ACT_DIM, port=port) as second:  # the trainer restarted
+        with running_server(OBS_DIM, ACT_DIM, reward=TANK_REWARD, port=port) as second:  # the trainer restarted
             _wait_for_transitions(second, timeout(30))
             lines.wait_for("reconnected to", timeout(10))
             process.send_signal(signal.SIGTERM)
@@ -321,10 +322,11 @@ def test_worker_waits_for_its_server_survives_a_restart_and_stops_on_sigterm():
 def test_worker_budget_and_refusal():
     """`--rounds N` ends the worker with exit 0; a server that refuses its token ends it with one line and exit 2."""
     from arena.tank.engine import ACT_DIM, OBS_DIM
+    from arena.tank.rewards import TANK_REWARD  # arena workers are terms-mode tank bots
 
     from .conftest import running_server
 
-    with running_server(OBS_DIM, ACT_DIM, token="a-long-secret") as server:
+    with running_server(OBS_DIM, ACT_DIM, reward=TANK_REWARD, token="a-long-secret") as server:
         port = server.port
         refused = _worker(port)
         budget = _worker(port, "--rounds", "4", "--token", "a-long-secret")
@@ -411,11 +413,12 @@ def test_worker_over_wss_verifies_the_certificate(tmp_path):
 
     pytest.importorskip("cryptography")
     from arena.tank.engine import ACT_DIM, OBS_DIM
+    from arena.tank.rewards import TANK_REWARD  # arena workers are terms-mode tank bots
 
     from .conftest import running_server
 
     cert, key = self_signed_certificate(tmp_path)
-    with running_server(OBS_DIM, ACT_DIM, tls_cert=cert, tls_key=key) as server:
+    with running_server(OBS_DIM, ACT_DIM, reward=TANK_REWARD, tls_cert=cert, tls_key=key) as server:
         assert server.url.startswith("wss://")
         command = [sys.executable, "-m", "arena.cli", "worker", "--url", server.url, "--matches", "2", "--rounds", "2",
                    "--ticks-per-round", "50", "--seed", "1"]  # fmt: skip

@@ -1,4 +1,7 @@
-"""Reward shaping, GAE and advantage normalization against the Nim seed's definitions."""
+"""segment_rewards, GAE and advantage normalization against the Nim seed's definitions.
+
+The tank's own reward terms (tick and round reward) are the game's: tests/test_tank_rewards.py.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import numpy as np
 import pytest
 
 from agents.common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_rewards
-from agents.rewards import compute_round_reward, compute_tick_reward
+from arena.tank.rewards import TANK_REWARD
 
 
 def _terms(*rows: tuple[float, float, float, float, float]) -> np.ndarray:
@@ -29,6 +32,7 @@ def _segment(n: int, *, reward=None, terms=None, score=None, end=SegmentEnd.TERM
         reward=reward,
         terms=terms,
         score=score,
+        reward_fn=TANK_REWARD if terms is not None else None,
     )
 
 
@@ -43,53 +47,6 @@ def _reference_gae(rewards, values, last_value, gamma, lam):
         acc = delta + gamma * lam * acc
         adv[t] = acc
     return adv, adv + np.asarray(values, dtype=np.float64)
-
-
-# ── tick and round rewards ───────────────────────────────────────────────────
-
-
-def test_tick_reward_hand_computed():
-    """myDelta=-3, enemyDelta=-10, dist 200/1000, bearing 45° gives 7 + 0.01*0.8 + 0.02*0.75."""
-    r = compute_tick_reward(_terms((-3.0, -10.0, 200.0, 1000.0, 45.0)))
-    assert r.dtype == np.float32 and r.shape == (1,)
-    assert r[0] == pytest.approx(7.0 + 0.01 * 0.8 + 0.02 * 0.75, abs=1e-6)
-
-
-def test_tick_reward_shaping_extremes_and_vectorized_rows():
-    """Each row is independent: contact+aim gives the full 0.03 bonus, far+backwards gives none."""
-    r = compute_tick_reward(
-        _terms(
-            (0.0, 0.0, 0.0, 500.0, 0.0),  # touching, aimed: 0.01 + 0.02
-            (0.0, 0.0, 500.0, 500.0, 180.0),  # max distance, facing away: 0
-            (-5.0, 0.0, 250.0, 500.0, 90.0),  # took 5 damage: -5 + 0.005 + 0.01
-            (0.0, 2.0, 0.0, 1.0, 180.0),  # the seed's default distance/maxDist/bearing: -2 + 0.01
-        )
-    )
-    np.testing.assert_allclose(r, [0.03, 0.0, -5.0 + 0.005 + 0.01, -2.0 + 0.01], atol=1e-6)
-
-
-def test_tick_reward_nonpositive_max_distance_is_treated_as_one():
-    """A zero or negative max distance does not divide by zero: it acts as the seed's default 1."""
-    r = compute_tick_reward(_terms((0.0, 0.0, 0.5, 0.0, 180.0), (0.0, 0.0, 0.5, -3.0, 180.0)))
-    assert np.isfinite(r).all()
-    np.testing.assert_allclose(r, [0.005, 0.005], atol=1e-7)
-
-
-@pytest.mark.parametrize(
-    ("score", "expected"),
-    [(500.0, 8.0), (400.0, 8.0), (100.0, 2.0), (0.0, 0.0), (-100.0, -2.0), (-1000.0, -20.0)],
-)
-def test_round_reward_caps_at_400_over_50(score, expected):
-    """min(score, 400) / 50: 500 is capped to 8, 100 gives 2, negative scores are not floored."""
-    out = compute_round_reward(score)
-    assert out.dtype == np.float32
-    assert float(out) == pytest.approx(expected, abs=1e-6)
-
-
-def test_round_reward_vectorized():
-    """An array of scores is scaled element-wise with the same cap."""
-    out = compute_round_reward(np.array([1000.0, 50.0, -25.0], np.float32))
-    np.testing.assert_allclose(out, [8.0, 1.0, -0.5], atol=1e-6)
 
 
 # ── segment_rewards ──────────────────────────────────────────────────────────
@@ -107,7 +64,8 @@ def test_segment_rewards_scalar_mode_returns_a_float32_copy():
 
 
 def test_segment_rewards_terms_mode_adds_round_reward_on_last_step_only():
-    """Terms mode: tick rewards per step, plus min(score,400)/50 on the last step when a score is set."""
+    """Terms mode: the segment's reward function's tick rewards per step, plus its round reward on the
+    last step when a score is set (the tank's here: min(score,400)/50)."""
     terms = _terms((-3.0, -10.0, 200.0, 1000.0, 45.0), (0.0, 0.0, 0.0, 1.0, 0.0), (1.0, 0.0, 1.0, 1.0, 180.0))
     tick = [7.023, 0.03, 1.0]
     np.testing.assert_allclose(segment_rewards(_segment(3, terms=terms)), tick, atol=1e-6)

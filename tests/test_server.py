@@ -15,6 +15,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from arena.reach import ACT_DIM, OBS_DIM, ReachGame, play_reach, play_steps
+from arena.tank.rewards import TANK_REWARD
 from bot_protocol import SUBPROTOCOL, Error, Hello, RewardMode, TransitionBatch, Welcome, decode_from_server, encode
 from bot_protocol.client import BlockingBotClient, BotClient, ClientConfig, HandshakeRejected
 from server import TrainerConfig
@@ -152,6 +153,23 @@ async def test_wrong_sizes_in_hello_get_error_and_1008(aserver, hello):
         assert ws.close_code == 1008
     with pytest.raises(HandshakeRejected, match="bad_hello"):
         await BotClient(ClientConfig(aserver.url, "b", OBS_DIM + 1, ACT_DIM, reconnect=False)).connect()
+
+
+async def test_terms_mode_needs_the_servers_reward_function(aserver):
+    """A server started without a reward function refuses terms-mode bots (bad_hello, then 1008): it knows
+    no game's shaping. Started with the tank's, it welcomes them and assembles their rows with it."""
+    terms_hello = Hello("terms", OBS_DIM, ACT_DIM, 1, RewardMode.TERMS)
+    async with connect(aserver.url, subprotocols=[SUBPROTOCOL]) as ws:
+        await ws.send(encode(terms_hello))
+        reply = decode_from_server(await ws.recv())
+        assert isinstance(reply, Error) and reply.code == "bad_hello" and "no reward function" in reply.msg
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+        assert ws.close_code == 1008
+    async with serving(reward=TANK_REWARD) as tank:
+        assert tank.trainer.builder.reward is TANK_REWARD
+        ws, _ = await open_bot(tank.url, terms_hello)
+        await ws.close()
 
 
 async def test_malformed_frames_get_errors_and_other_bots_are_unaffected(aserver):

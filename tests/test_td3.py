@@ -174,11 +174,13 @@ def test_truncation_bootstraps_and_only_terminal_ends():
 
 
 def test_terms_mode_segments_get_the_seed_rewards():
+    from arena.tank.rewards import TANK_REWARD  # the game's reward function, as the server's segments carry it
+
     agent = _small(hidden=(8,))
     terms = np.zeros((2, 5), np.float32)
     terms[:, 0] = [-10.0, 0.0]  # lost 10 energy on the first tick
     segment = Segment("b", 0, np.zeros((2, 3), np.float32), np.zeros((2, 1), np.float32), np.zeros(2, np.float32),
-                      SegmentEnd.TERMINAL, None, 0, 0, terms=terms, score=400.0)  # fmt: skip
+                      SegmentEnd.TERMINAL, None, 0, 0, terms=terms, score=400.0, reward_fn=TANK_REWARD)  # fmt: skip
     agent.observe([segment])
     from agents import segment_rewards
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 import math
 import struct
 import sys
+from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 import pytest
 
 from arena.tensorboard import INSTALL_HINT, STEP_KEY, ScalarLogger, ServerScalars, TensorBoardUnavailable, scalar_tag
-from server.metrics import Metrics
+from server.stats import LoopLag, ServerStats
 
 event_pb2 = pytest.importorskip(
     "tensorboardX.proto.event_pb2", reason="tensorboardX is not installed (pip install -e '.[test]' or '.[tensorboard]')"
@@ -163,34 +164,33 @@ def test_a_write_error_turns_logging_off_without_raising(tmp_path: Path, caplog:
 
 def test_server_scalars_reads_the_server_figures() -> None:
     """ServerScalars names the queue, drops, rate, loop lag and bots under server/ and steps by trained transitions."""
-    metrics = Metrics()
-    lag = SimpleNamespace(percentiles=lambda: {"p50": 0.001, "p99": 0.004, "max": 0.02})
-    server = SimpleNamespace(
-        metrics=metrics,
-        trainer=SimpleNamespace(steps_trained=4096),
-        sessions={"a": object(), "b": object()},
-        queue=_Queue(3, 64, 9000),
-        lag=lag,
+    stats = ServerStats(
+        steps_trained=4096,
+        connected_bots=2,
+        queue_arrivals=3,
+        queue_steps=64,
+        queue_bytes=9000,
+        transitions_received=500,
+        dropped=MappingProxyType({"stale": 7, "queue_full": 3}),
+        received_per_s=250.0,
+        loop_lag=LoopLag(p50=0.001, p99=0.004, max=0.02),
     )
-    figures = ServerScalars(server)
-    metrics.inc("transitions_received", 500)
-    metrics.inc("transitions_dropped", 7, reason="stale")
-    metrics.inc("transitions_dropped", 3, reason="queue_full")
-    row = figures()
+    asked: list[int] = []
+
+    def snapshot(bots: int = 0) -> ServerStats:
+        asked.append(bots)
+        return stats
+
+    row = ServerScalars(SimpleNamespace(stats=snapshot))()
+    assert asked == [0], "one snapshot per row, without the per-bot rows"
     assert row[STEP_KEY] == 4096
     assert row["server/connected_bots"] == 2
     assert (row["server/queue_depth"], row["server/queue_steps"], row["server/queue_bytes"]) == (3, 64, 9000)
     assert row["server/dropped_transitions"] == 10
     assert row["server/transitions_received"] == 500
-    assert row["server/transitions_per_s"] > 0
+    assert row["server/transitions_per_s"] == 250.0, "the snapshot's rate, over the server's window"
     assert row["server/loop_lag_p99_ms"] == pytest.approx(4.0)
-    assert set(row) == {STEP_KEY} | {k for k in row if k.startswith("server/")}
-    assert figures()["server/transitions_per_s"] == 0  # nothing received since the previous row
-
-
-class _Queue:
-    def __init__(self, arrivals: int, steps: int, nbytes: int) -> None:
-        self.arrivals, self.steps, self.nbytes = arrivals, steps, nbytes
-
-    def __len__(self) -> int:
-        return self.arrivals
+    assert list(row) == [STEP_KEY] + [k for k in row if k.startswith("server/")]
+    assert all(type(v) is float for v in row.values()), "metrics.jsonl has always held these as floats"
+    unread = ServerScalars.figures(replace(stats, loop_lag=None))
+    assert set(row) - set(unread) == {"server/loop_lag_p50_ms", "server/loop_lag_p99_ms", "server/loop_lag_max_ms"}

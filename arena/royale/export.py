@@ -26,9 +26,9 @@ import stat
 from pathlib import Path
 
 import bot_protocol
-from bot_protocol import ProtocolError, Weights, decode_from_server, encode
+from bot_protocol import Weights, encode
 
-from ..policies import newest_checkpoint, weights_from_checkpoint
+from ..policies import load_weights
 from ..tank.engine import ACT_DIM, OBS_DIM, TankRules
 
 __all__ = ["export_royale_bot"]
@@ -47,23 +47,6 @@ _VENDORED = (
 """The bot_protocol modules the exported bot imports (not the websocket client)."""
 
 
-def _weights(source: Path) -> Weights:
-    """The policy of a checkpoint (``*.pt``), a run directory (its newest checkpoint) or an exported weights file."""
-    if source.is_dir():
-        source = newest_checkpoint(source)
-    if not source.is_file():
-        raise FileNotFoundError(f"no checkpoint or weights file at {source}")
-    if source.suffix == ".pt":
-        return weights_from_checkpoint(source)
-    try:
-        message = decode_from_server(source.read_bytes())
-    except ProtocolError as exc:
-        raise ValueError(f"{source} is neither a checkpoint (*.pt) nor a weights file ({exc.message})") from None
-    if not isinstance(message, Weights):
-        raise ValueError(f"{source} holds a {message.TYPE!r} message, not weights")
-    return message
-
-
 def export_royale_bot(source: Path, out: Path, rules: TankRules | None = None, authors: tuple[str, ...] = ()) -> Weights:
     """Write the Tank Royale bot directory ``out`` for the policy in ``source``; returns the weights written.
 
@@ -80,7 +63,7 @@ def export_royale_bot(source: Path, out: Path, rules: TankRules | None = None, a
         raise ValueError(
             f"-o {out}: the directory's name is the bot's name and file name: up to 30 letters, digits and _ (Tank Royale)"
         )
-    weights = _weights(source)
+    weights = load_weights(source)
     layers = weights.arch.layers
     if layers[0] != OBS_DIM or layers[-1] != ACT_DIM:
         raise ValueError(f"the policy maps {layers[0]} → {layers[-1]}, not the tank arena's {OBS_DIM} → {ACT_DIM}")
