@@ -158,8 +158,12 @@ class TrainerConfig:
 
     checkpoint_dir: Path | None = None
     """Where checkpoints go; ``None`` disables them (tests, benchmarks)."""
-    checkpoint_interval: float = 120.0
-    """Seconds between periodic checkpoints (plus one at shutdown)."""
+    checkpoint_interval: float = 30.0
+    """Seconds between periodic checkpoints (plus one at shutdown): the most training a crash can cost.
+    A tank PPO checkpoint is ~180 KB and costs the trainer thread ~10 ms (docs/architecture.md)."""
+    first_checkpoint_after: float = 5.0
+    """Seconds from the first update to the first checkpoint, so a crash early in a run does not cost
+    it all (then every ``checkpoint_interval``)."""
     keep_checkpoints: int = 3
     resume: bool = False
     """Load the newest valid checkpoint at start (the generation is bumped)."""
@@ -185,8 +189,8 @@ class TrainerConfig:
     """Seconds that must pass between two restarts; a faster crash loop stops the server."""
 
     def __post_init__(self) -> None:
-        if self.checkpoint_interval <= 0 or self.idle_wait <= 0:
-            raise ValueError("checkpoint_interval and idle_wait must be > 0 seconds")
+        if self.checkpoint_interval <= 0 or self.idle_wait <= 0 or self.first_checkpoint_after < 0:
+            raise ValueError("checkpoint_interval and idle_wait must be > 0 seconds, first_checkpoint_after >= 0")
         if not 0 <= self.drain_interval <= 1:
             raise ValueError("drain_interval must be within [0, 1] seconds")
         if self.keep_checkpoints < 1 or self.publish_every < 1:

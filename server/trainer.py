@@ -133,6 +133,8 @@ class Trainer:
         """(count, sum, min, max) of the policy lag of segments kept since the last update: running
         figures, not a list, so a trainer that waits long for a rollout holds nothing per segment."""
         self._last_checkpoint = time.monotonic()
+        self._first_update_at: float | None = None
+        """When this run's first update ended: the first checkpoint is due ``first_checkpoint_after`` later."""
         self._updated = False
         """Whether the last :meth:`step` ran an update (else a drain only: the run loop pauses)."""
         self.handover_lock = threading.Lock()
@@ -296,7 +298,9 @@ class Trainer:
                 self._on_drained()
         did_update = self.agent.ready() and self._update()
         self._updated = did_update
-        if time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval:
+        if did_update and self._first_update_at is None:
+            self._first_update_at = time.monotonic()
+        if self._checkpoint_due():
             if self.store is not None:
                 self.save_checkpoint()
             else:
@@ -305,6 +309,18 @@ class Trainer:
                 self._last_good = self._good_state()
         self.metrics.set("trainer_pending_steps", self.held_steps)
         return bool(arrivals) or did_update
+
+    def _checkpoint_due(self) -> bool:
+        """Every ``checkpoint_interval`` s; the first one already ``first_checkpoint_after`` s after the first update."""
+        now = time.monotonic()
+        if now - self._last_checkpoint >= self.config.checkpoint_interval:
+            return True
+        first = self._first_update_at
+        return (
+            first is not None
+            and self._last_checkpoint <= first  # none written since the first update
+            and now - first >= self.config.first_checkpoint_after
+        )
 
     def _filter(self, segments: list[Segment]) -> list[Segment]:
         kept: list[Segment] = []

@@ -228,7 +228,7 @@ def test_train_stops_cleanly_on_ctrl_c(tmp_path):
 
 
 def test_agent_options_are_typed_after_the_config_fields():
-    from arena.cli import _parse_agent_options
+    from arena.commands.options import _parse_agent_options
 
     parsed = _parse_agent_options("ppo", ["entropy_coef=0.001", "hidden=128,128", "epochs=2", "max_policy_lag=none"])
     assert parsed == {"entropy_coef": 0.001, "hidden": (128, 128), "epochs": 2, "max_policy_lag": None}
@@ -433,7 +433,8 @@ def test_worker_over_wss_verifies_the_certificate(tmp_path):
 @pytest.mark.parametrize("command", ["train", "serve"])
 def test_credit_window_flag_reaches_the_server_config(command):
     """--credit-window sets ServerConfig.credit_window (what welcome.limits tells bots); unset keeps the default."""
-    from arena.cli import _server_config, build_parser
+    from arena.cli import build_parser
+    from arena.commands.options import _server_config
     from server import ServerConfig
 
     parser = build_parser()

@@ -37,7 +37,8 @@ import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
 
-from arena.cli import SCRIPTED_NAMES, build_parser
+from arena.cli import build_parser
+from arena.commands.options import SCRIPTED_NAMES
 
 from .conftest import running_server
 

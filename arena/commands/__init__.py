@@ -1,0 +1,12 @@
+"""The ``arena`` commands, one module each, wired together by ``arena.cli``.
+
+- ``train``: server, trainer thread and headless arena in one process (``arena.commands.train``)
+- ``match``: headless matches between checkpoints and scripted bots (``arena.commands.match``)
+- ``replay``: watch, render or verify a recorded match (``arena.commands.replay``)
+- ``serve``: the server and trainer alone, for your own bots (``arena.commands.serve``)
+- ``gym``: a gymnasium environment as a bot of a running server (``arena.commands.gym``)
+- ``export``: a checkpoint's policy as weights, a Tank Royale bot or ONNX (``arena.commands.export``)
+- ``league`` and ``worker`` live in ``arena.league.commands`` and ``arena.worker_command``
+
+``arena.commands.options`` holds the argparse pieces and helpers they share.
+"""

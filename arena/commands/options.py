@@ -1,0 +1,324 @@
+"""The argparse pieces and helpers that more than one ``arena`` command shares."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from ..defaults import (
+    TANK_SEGMENT_STEPS,
+    tank_ppo_options,
+)
+from ..run_log import MetricsLog
+
+if TYPE_CHECKING:  # the server is imported on use: it stays out of the CLI's start-up
+    from server.rewards import RewardFunction
+
+
+GAMES = ("tank", "reach")
+SCRIPTED_NAMES = ("sitting", "spinner", "walker", "tracker")
+LEAGUE = "league"
+"""``--opponent league`` (the default): train against the league (arena.league)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument as one readable line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+CHECKPOINT_INTERVAL = 30.0
+"""``--checkpoint-interval``'s default: a crash costs at most 30 s of training (docs/architecture.md, "Checkpoints")."""
+REPLAY_CHECKPOINT_INTERVAL = 300.0
+"""With ``--save-replay`` every checkpoint holds the replay buffer (up to hundreds of MB): a longer default."""
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _turn_timeout_ms(text: str) -> float:
+    """``arena match --turn-timeout-ms``: positive and finite (a turn must end)."""
+    value = _positive_float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number of milliseconds, got {text}")
+    return value
+
+
+def _opponent_kind(text: str) -> str:
+    """``--opponent``: ``league``, a scripted name, ``royale:PATH`` or an existing policy file."""
+    if text in (LEAGUE, *SCRIPTED_NAMES) or text.startswith("royale:") or Path(text).exists():
+        return text
+    raise argparse.ArgumentTypeError(
+        f"invalid choice: {text!r} (choose from {LEAGUE}, {', '.join(SCRIPTED_NAMES)}, royale:PATH or a policy file: "
+        "a checkpoint, a run directory or an exported weights file)"
+    )
+
+
+def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent",
+        choices=["ppo", "ddpg", "td3"],
+        default="ppo",
+        help="learning algorithm: ppo (on-policy), ddpg or td3 (off-policy, replay buffer) (default: ppo)",
+    )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="torch device for training, e.g. cpu or cuda; on cuda the updates run as CUDA graphs (default: cpu)",
+    )
+    parser.add_argument(
+        "--save-replay",
+        action="store_true",
+        help="ddpg/td3: put the replay buffer in checkpoints so --resume continues exactly "
+        "(default: off; resume then re-runs a warm-up)",
+    )
+    parser.add_argument(
+        "--agent-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override one field of the agent's config, e.g. entropy_coef=0.001 or hidden=128,128 "
+        "(repeatable; see docs/agents.md for the fields; values are checked before anything starts)",
+    )
+
+
+def _parse_agent_options(agent: str, pairs: Sequence[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` strings → config overrides, typed after the config field they name."""
+    import dataclasses
+
+    from agents import PPOConfig, TD3Config
+
+    fields = {f.name: f for f in dataclasses.fields(PPOConfig if agent == "ppo" else TD3Config)}
+    fixed = {"obs_dim", "act_dim", "seed", "device"}  # set by the game and by their own flags
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in fields or name in fixed:
+            known = ", ".join(sorted(set(fields) - fixed))
+            raise ValueError(f"--agent-option {pair!r}: expected NAME=VALUE with NAME one of: {known}")
+        default = fields[name].default
+        try:
+            if text.strip().lower() == "none":
+                value: Any = None  # the config itself says whether None is allowed
+            elif isinstance(default, bool):
+                if text.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError("expected true or false")
+                value = text.lower() in ("true", "1")
+            elif isinstance(default, tuple):
+                value = tuple(int(v) for v in text.split(",") if v.strip())
+            elif isinstance(default, int):
+                value = int(text)
+            elif isinstance(default, str):
+                value = text
+            else:
+                value = float(text)
+        except ValueError as exc:
+            raise ValueError(f"--agent-option {pair!r}: {exc}") from None
+        options[name] = value
+    return options
+
+
+def _agent_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Config overrides for ``make_agent`` from the command line (checked before anything starts)."""
+    import torch
+
+    device = str(args.device)
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as exc:
+        raise ValueError(f"--device {device!r}: {exc}") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: this torch build sees no CUDA device")
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"--device {device}: only cpu and cuda are supported")
+    options: dict[str, Any] = {"seed": args.seed, "device": device}
+    tank_agents = getattr(args, "tank_agents", None)
+    if args.agent == "ppo" and tank_agents is not None:
+        options.update(tank_ppo_options(tank_agents, league=getattr(args, "tank_league", False)))
+    options.update(_parse_agent_options(args.agent, args.agent_option))
+    if args.agent in ("ddpg", "td3"):
+        options["save_replay"] = bool(args.save_replay)
+    elif args.save_replay:
+        raise ValueError("--save-replay applies to ddpg and td3 only (ppo keeps no replay buffer)")
+    return options
+
+
+def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="bind address; non-loopback needs --token (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=default_port, help=f"TCP port, 0 = any free (default: {default_port})")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("ARENA_TOKEN"),
+        help="bearer token bots must send, >= 8 characters (default: $ARENA_TOKEN, else no auth on loopback)",
+    )
+    parser.add_argument(
+        "--checkpoint-interval",
+        type=_positive_float,
+        default=None,
+        help=f"seconds between checkpoints, the most training a crash can cost (default: {CHECKPOINT_INTERVAL:g}, the "
+        f"first 5 s after the first update; with --save-replay {REPLAY_CHECKPOINT_INTERVAL:g}: the buffer is large)",
+    )
+    dashboard_default = 0 if default_port == 0 else -1  # train: on, any free port; serve: off unless asked
+    parser.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=dashboard_default,
+        help="live dashboard (web page) port, 0 = any free, -1 = off "
+        f"(default: {'0' if dashboard_default == 0 else '-1'}); it uses --token like the bots",
+    )
+    parser.add_argument("--dashboard-host", default=None, help="dashboard bind address (default: --host)")
+    parser.add_argument(
+        "--torch-threads",
+        type=_positive_int,
+        default=None,
+        help="torch threads of the trainer (default: usable cores - 1, at least 1: the other core runs the "
+        "event loop or the learning bot; see docs/architecture.md, 'Cores')",
+    )
+    parser.add_argument(
+        "--credit-window",
+        type=_positive_int,
+        default=None,
+        help="'tr' messages each bot may have in flight (default: 8). 32 lets fast bots feed a fast trainer "
+        "~1.3-1.9x more transitions/s in 64-step frames (bench/loop.py); when the trainer is the bottleneck, more in flight "
+        "means more of it dropped oldest-first. See docs/architecture.md, 'Credit window'",
+    )
+    parser.add_argument(
+        "--queue-steps",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="withhold credit once N steps wait in the server's queue (default: one PPO update's worth; for DDPG/TD3 "
+        "16 publishes' worth, 1,024 steps at their defaults, so a fast bot waits for the trainer and the update-to-data "
+        "ratio holds). Smaller: fresher data, bots wait more",
+    )
+
+
+def _make_server(
+    args: argparse.Namespace,
+    obs_dim: int,
+    act_dim: int,
+    log: Callable[[dict[str, float]], None],
+    reward: RewardFunction | None,
+) -> Any:
+    """The server both `train` and `serve` run: agent, limits, checkpoints in ``--out``, metrics log.
+
+    ``reward`` is the game's reward function for terms-mode bots (``TANK_REWARD`` for the tank),
+    or None for a game whose bots send scalar rewards: the server owns no shaping of its own.
+    """
+    from agents import make_agent
+    from server import TrainerConfig, TrainingServer
+
+    if args.resume and not (args.out / "checkpoints").is_dir():
+        raise FileNotFoundError(f"--resume: no checkpoints in {args.out / 'checkpoints'}")
+    return TrainingServer(
+        make_agent(args.agent, obs_dim, act_dim, **_agent_options(args)),
+        _server_config(args),
+        TrainerConfig(
+            checkpoint_dir=args.out / "checkpoints",
+            checkpoint_interval=args.checkpoint_interval
+            or (REPLAY_CHECKPOINT_INTERVAL if getattr(args, "save_replay", False) else CHECKPOINT_INTERVAL),
+            resume=args.resume,
+            torch_threads=args.torch_threads,
+        ),
+        update_hook=log,
+        dashboard=_dashboard_config(args),
+        reward=reward,
+    )
+
+
+def _dashboard_config(args: argparse.Namespace) -> Any:
+    from server import DashboardConfig
+
+    if args.dashboard_port == -1:
+        return None
+    if not -1 <= args.dashboard_port <= 65535:
+        raise ValueError(f"--dashboard-port must be -1 (off), 0 (any free) or a TCP port, got {args.dashboard_port}")
+    return DashboardConfig(host=args.dashboard_host or args.host, port=args.dashboard_port, token=args.token)
+
+
+def _announce_dashboard(server: Any, token: str | None) -> None:
+    if server.dashboard is not None:
+        hint = "?token=<your token>" if token else ""
+        print(f"dashboard: {server.dashboard.url.rstrip('/')}/{hint}", flush=True)
+
+
+def _server_config(args: argparse.Namespace) -> Any:
+    from server import ServerConfig
+    from server.config import is_loopback
+
+    cert, key = getattr(args, "tls_cert", None), getattr(args, "tls_key", None)
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if path is not None and not path.is_file():
+            raise FileNotFoundError(f"{flag} {path}: no such file")
+    extra: dict[str, Any] = {"credit_window": args.credit_window} if getattr(args, "credit_window", None) else {}
+    if getattr(args, "queue_steps", None):
+        extra["queue_max_steps"] = args.queue_steps
+    if getattr(args, "tank_agents", None) is not None and args.agent == "ppo":
+        extra["segment_steps"] = TANK_SEGMENT_STEPS
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        tls_cert=str(cert) if cert else None,
+        tls_key=str(key) if key else None,
+        **extra,
+    )  # validated first: a refused config is one line, with no warning before it
+    if cert is None and not is_loopback(args.host):
+        logging.getLogger("arena").warning(
+            "serving on %s without TLS: put a TLS-terminating proxy in front, or use --tls-cert", args.host
+        )
+    return config
+
+
+def _attach_tensorboard(log: MetricsLog, args: argparse.Namespace, command: str) -> None:
+    """``--tensorboard``: every metrics row also as TensorBoard scalars; a missing package is one line, not an error."""
+    from ..tensorboard import ScalarLogger, TensorBoardUnavailable
+
+    try:
+        log.tensorboard = ScalarLogger(args.out / "tensorboard")
+        log.tensorboard.add_config({k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()})
+    except TensorBoardUnavailable as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+
+
+def _resume_line(command: str, trainer: Any) -> str:
+    """What ``--resume`` resumed: the checkpoint, the new generation and the version it continues."""
+    if trainer.resumed_from is None:
+        return f"{command}: no valid checkpoint to resume from; starting fresh as generation {trainer.generation}"
+    return (
+        f"{command}: resumed from {trainer.resumed_from.name}: generation {trainer.generation}, version "
+        f"{trainer.version}, {trainer.updates:,} updates and {trainer.steps_trained:,} steps trained before"
+    )
+
+
+def _train_line(message: str) -> None:
+    print(f"arena train: {message}", file=sys.stderr, flush=True)
+
+
+def _stderr_line(message: str) -> None:
+    print(f"arena match: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,151 @@
+"""``arena serve``: the server and trainer alone, for your own bots."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..defaults import (
+    STEPS_PER_AGENT,
+    TANK_MATCHES,
+)
+from ..run_log import MetricsLog
+from .options import (
+    _add_agent_flags,
+    _add_server_flags,
+    _announce_dashboard,
+    _attach_tensorboard,
+    _make_server,
+    _positive_int,
+    _resume_line,
+)
+
+
+def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    """Add ``arena serve`` to the subcommands of ``arena``."""
+    serve = commands.add_parser(
+        "serve",
+        help="run the server and trainer alone, for your own bots",
+        description=(
+            "Serve the websocket training endpoint for external bots (see docs/protocol.md). The run's "
+            "observation and action sizes default to the tank arena's; bots declaring other sizes are "
+            "refused. Stop with Ctrl-C or SIGTERM: bots get close code 1001 and a final checkpoint is written."
+        ),
+    )
+    _add_agent_flags(serve)
+    serve.add_argument(
+        "--obs-dim", type=_positive_int, default=None, help="observation size bots must declare (default: tank's)"
+    )
+    serve.add_argument("--act-dim", type=_positive_int, default=None, help="action size bots must declare (default: tank's)")
+    serve.add_argument(
+        "--agents",
+        type=_positive_int,
+        default=TANK_MATCHES,
+        help=f"PPO at the tank's sizes: agents the bots will bring in all, which sizes the rollout (agents x "
+        f"{STEPS_PER_AGENT} steps, as arena train) (default: {TANK_MATCHES}, one 'arena worker')",
+    )
+    serve.add_argument("--out", type=Path, default=Path("runs/serve"), help="checkpoints and metrics (default: runs/serve)")
+    serve.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
+    serve.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write every metrics row as TensorBoard scalars to OUT/tensorboard (needs pip install -e '.[tensorboard]')",
+    )
+    serve.add_argument("--seed", type=int, default=0, help="seed for the agent")
+    _add_server_flags(serve, default_port=8765)
+    serve.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain: serve wss:// (needs --tls-key)")
+    serve.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from server import ListenError
+
+    from ..tank.engine import ACT_DIM, OBS_DIM
+    from ..tank.rewards import TANK_REWARD
+    from ..tensorboard import ServerScalars
+
+    obs_dim, act_dim = args.obs_dim or OBS_DIM, args.act_dim or ACT_DIM
+    args.tank_agents = args.agents if (obs_dim, act_dim) == (OBS_DIM, ACT_DIM) else None  # the tank's PPO defaults
+    scalars: list[Any] = []  # the server's figures for each row, once the server exists (as in arena train)
+    log = MetricsLog(args.out / "metrics.jsonl", time.monotonic(), extra=lambda: scalars[0]() if scalars else {})
+    # Terms-mode bots get the tank's shaping at any sizes, as they always have: the tank is serve's game.
+    server = _make_server(args, obs_dim, act_dim, log, TANK_REWARD)
+    scalars.append(ServerScalars(server))
+    log.dashboard = server.dashboard
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.tensorboard:
+        _attach_tensorboard(log, args, "arena serve")
+    logging.getLogger("server").setLevel(logging.INFO)
+    logging.getLogger("server.dashboard.http").setLevel(logging.WARNING)  # not one line per page load
+
+    async def run() -> None:
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stopping.set)
+        async with server:
+            shape = ""
+            if args.agent == "ppo":
+                cfg = server.trainer.agent.config
+                shape = f", rollout {cfg.rollout_steps:,} steps in minibatches of {cfg.minibatch_size:,}"
+            print(
+                f"arena serve: {args.agent} listening on {server.url} (obs {obs_dim}, act {act_dim}{shape}); "
+                f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops",
+                flush=True,
+            )
+            _announce_dashboard(server, args.token)
+            if args.resume:
+                print(_resume_line("arena serve", server.trainer), flush=True)
+            waiters = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(server.wait_failed())]
+            watcher = asyncio.ensure_future(_say_when_caught_up(server))
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in [*waiters, watcher]:
+                waiter.cancel()
+            print("arena serve: stopping (bots get 1001, final checkpoint)…", flush=True)
+
+    try:
+        asyncio.run(run())
+    except ListenError as exc:  # names the port: the bots' or the dashboard's
+        print(f"arena serve: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if log.tensorboard is not None:
+            log.tensorboard.close()
+    if server.failed is not None:
+        print(f"arena serve: error: the trainer failed beyond its restart quota: {server.failed!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _say_when_caught_up(server: Any, every: float = 0.5) -> None:
+    """Print one line each time the bots have gone and the trainer has worked off what they sent.
+
+    A bot faster than the trainer ends before its last steps are trained; this line tells the
+    user when the run's numbers are final (``arena gym`` ends, then ``arena serve`` says so).
+    """
+    backlog = False
+    while True:
+        await asyncio.sleep(every)
+        books = server.accounting()
+        # Caught up: nothing queued and no update owed (a plain read of the agent's budget; a PPO
+        # rollout short of full waits for more bots, it is not owed).
+        if server.sessions or books["queued"] or server.trainer.agent.ready():
+            backlog = backlog or bool(books["received"])
+            continue
+        if backlog:
+            backlog = False
+            pending = books["pending_in_agent"]
+            held = f", {pending:,} held by the agent for its next update" if pending else ""
+            print(
+                f"arena serve: no bots connected and the trainer caught up: {books['received']:,} steps received, "
+                f"{books['trained']:,} trained{held} (policy version {server.trainer.version})",
+                flush=True,
+            )
