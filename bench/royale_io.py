@@ -33,6 +33,7 @@ import json  # noqa: E402
 import platform  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Awaitable, Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 _CLIENT = """
@@ -101,13 +102,29 @@ def _tick() -> str:
     return game.after_step(battle.step(actions).events)[0][1]
 
 
+async def _timed_turns(
+    send_all: Callable[[], Awaitable[None]], turn: dict[str, Any], bots: int, turns: int, warmup: int
+) -> tuple[float, float]:
+    """(CPU s, wall s) of ``turns`` turns after ``warmup``: each sends every client a tick, then waits for all answers."""
+    loop = asyncio.get_running_loop()
+    for _ in range(warmup):
+        turn["done"], turn["pending"] = loop.create_future(), bots
+        await send_all()
+        await turn["done"]
+    cpu, wall = time.process_time(), time.perf_counter()
+    for _ in range(turns):
+        turn["done"], turn["pending"] = loop.create_future(), bots
+        await send_all()
+        await turn["done"]
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
 async def _measure(lockstep: bool, bots: int, turns: int, warmup: int, tick: str) -> dict[str, float]:
     from websockets.asyncio.server import ServerConnection, serve
 
     from arena.royale import schema
     from arena.royale.connection import LockstepConnection
 
-    loop = asyncio.get_running_loop()
     clients: list[ServerConnection] = []
     joined = asyncio.Event()
     turn: dict[str, Any] = {"pending": 0, "done": None}
@@ -135,19 +152,17 @@ async def _measure(lockstep: bool, bots: int, turns: int, warmup: int, tick: str
     async with serve(handler, "127.0.0.1", 0, compression=None, ping_interval=None, create_connection=factory) as server:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
         procs = [subprocess.Popen([sys.executable, "-c", _CLIENT, url, _INTENT]) for _ in range(bots)]
+
+        async def send_all() -> None:
+            for ws in clients:
+                if lockstep:
+                    ws.send_now(tick)  # type: ignore[attr-defined]
+                else:
+                    await ws.send(tick)
+
         try:
             await asyncio.wait_for(joined.wait(), 60)
-            for _phase, n in (("warm-up", warmup), ("measured", turns)):
-                cpu, wall = time.process_time(), time.perf_counter()
-                for _ in range(n):
-                    turn["done"], turn["pending"] = loop.create_future(), bots
-                    for ws in clients:
-                        if lockstep:
-                            ws.send_now(tick)  # type: ignore[attr-defined]
-                        else:
-                            await ws.send(tick)
-                    await turn["done"]
-                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            cpu, wall = await _timed_turns(send_all, turn, bots, turns, warmup)
         finally:
             for ws in clients:
                 await ws.send("bye")
@@ -179,16 +194,14 @@ async def _measure_raw(bots: int, turns: int, warmup: int, tick: str) -> dict[st
     port = str(server.sockets[0].getsockname()[1])
     procs = [subprocess.Popen([sys.executable, "-c", _RAW_CLIENT, port, _INTENT]) for _ in range(bots)]
     payload = tick.encode()
+
+    async def send_all() -> None:
+        for transport in clients:
+            transport.write(payload)
+
     try:
         await asyncio.wait_for(joined.wait(), 60)
-        for _phase, n in (("warm-up", warmup), ("measured", turns)):
-            cpu, wall = time.process_time(), time.perf_counter()
-            for _ in range(n):
-                turn["done"], turn["pending"] = loop.create_future(), bots
-                for transport in clients:
-                    transport.write(payload)
-                await turn["done"]
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        cpu, wall = await _timed_turns(send_all, turn, bots, turns, warmup)
     finally:
         for transport in clients:
             transport.write(b"bye")
