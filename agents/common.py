@@ -7,7 +7,7 @@ thread's heap — plain arrays are safe to hand over).
 
 A terms-mode segment carries the run's :class:`TermsReward`, the game's reward function
 that turns its raw terms into rewards: the learning code applies it and never knows the
-game (this package imports none; the tank's is ``arena.tank.rewards.TANK_REWARD``).
+game (this package imports none; the tank's is ``arena.games.tank.rewards.TANK_REWARD``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ __all__ = [
 class TermsReward(Protocol):
     """A game's reward function for raw reward terms: what a terms-mode segment's rewards are.
 
-    Defined by the game (the tank's is ``arena.tank.rewards.TANK_REWARD``) and handed in by
+    Defined by the game (the tank's is ``arena.games.tank.rewards.TANK_REWARD``) and handed in by
     whoever makes segments (the server's assembler, from the function it was started with),
     so the shaping is game knowledge the learners only call. The server's
     ``server.RewardFunction`` is this plus what the wire and the assembler need.

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .bots.worker_command import run_worker
 from .commands import export, gym, match, replay, serve, train
 from .commands.options import SCRIPTED_NAMES, _Parser, _positive_float, _positive_int
 from .defaults import TANK_MATCHES
-from .worker_command import run_worker
 
 __all__ = ["main"]
 

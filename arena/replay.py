@@ -1,7 +1,7 @@
 """Record a tank match tick by tick, check it by re-simulation, and show it (GIF/MP4, browser viewer).
 
 A recording holds, for every tick of every round of one arena, the frame of
-:func:`arena.tank.snapshot.frame` (the format the live dashboard shows) and the actions
+:func:`arena.games.tank.snapshot.frame` (the format the live dashboard shows) and the actions
 every tank applied that tick, plus what re-simulation needs: the seed and the rules. The
 engine is deterministic (randomness only in ``reset``, from the seed), so
 ``TankBattle(1, T, rules, seed)`` stepped with the recorded actions must give back every
@@ -14,7 +14,7 @@ so a file cannot run code) of these arrays, ``N`` frames of ``T`` tanks:
 name               dtype, shape         content
 =================  ===================  =====================================================
 ``meta``           uint8 (bytes,)       UTF-8 JSON: ``format`` = "arena-replay", ``version``,
-                                        ``header`` (:func:`~arena.tank.snapshot.header`),
+                                        ``header`` (:func:`~arena.games.tank.snapshot.header`),
                                         ``seed``, ``rules`` (every ``TankRules`` field),
                                         ``bots`` (name, spec, kind), ``result`` (the match table)
 ``round``          int32 (N,)           frame's ``round``
@@ -58,8 +58,8 @@ from typing import IO, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .tank.engine import ACT_DIM, TankBattle, TankRules
-from .tank.snapshot import frame, header
+from .games.tank.engine import ACT_DIM, TankBattle, TankRules
+from .games.tank.snapshot import frame, header
 
 __all__ = [
     "FORMAT",
@@ -281,7 +281,7 @@ class Recording:
     # --- frames --------------------------------------------------------------------------------
 
     def frame(self, i: int) -> dict[str, Any]:
-        """Frame ``i``, equal (``==``) to what :func:`arena.tank.snapshot.frame` returned when recorded."""
+        """Frame ``i``, equal (``==``) to what :func:`arena.games.tank.snapshot.frame` returned when recorded."""
         start = self._bullet_start
         tanks = self.tanks[i]
         bullets = self.bullets[start[i] : start[i + 1]]

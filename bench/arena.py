@@ -1,4 +1,4 @@
-"""Speed benchmark of the tank engine (arena.tank): tank-ticks per second on one core.
+"""Speed benchmark of the tank engine (arena.games.tank): tank-ticks per second on one core.
 
 Run ``python bench/arena.py`` (about 30 s; ``--seconds`` sets the time per
 measurement). Progress goes to stderr; the last stdout line is one JSON object.
@@ -48,7 +48,7 @@ import timeit  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from arena.tank import ACT_DIM, TankBattle, TankRules, make_scripted  # noqa: E402
+from arena.games.tank import ACT_DIM, TankBattle, TankRules, make_scripted  # noqa: E402
 
 TARGET = 100_000
 
@@ -291,7 +291,7 @@ def main() -> None:
 
     best = engine["1v1_m256"]["tank_ticks_per_s"]
     results = {
-        "bench": "arena.tank engine",
+        "bench": "arena.games.tank engine",
         "unit": "tank-ticks/s (one tank advanced one tick); engine = step + reset(finished) + observe, random actions",
         "engine_tank_ticks_per_s": {k: round(v["tank_ticks_per_s"]) for k, v in engine.items()},
         "engine_us_per_step": {k: round(v["us_per_step"], 1) for k, v in engine.items()},

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from agents import PPOAgent, PPOConfig, Segment, SegmentEnd  # noqa: E402
-from arena.tank.rewards import N_TERMS, TANK_REWARD  # noqa: E402
+from arena.games.tank.rewards import N_TERMS, TANK_REWARD  # noqa: E402
 
 OBS_DIM, ACT_DIM, SEGMENT_STEPS = 25, 5, 256
 DEFAULT_SHAPES = ("2048:256", "32768:4096", "32768:8192", "65536:8192")

@@ -5,7 +5,7 @@ Run ``python bench/pendulum.py`` (about 9 minutes per seed on 2 cores, 6.5 of th
 one JSON object.
 
 Ours: a :class:`server.TrainingServer` in a :class:`server.ServerThread` in this process,
-and one :class:`arena.gym_bot.GymBot` in a child process (bots are separate programs; a
+and one :class:`arena.bots.gym_bot.GymBot` in a child process (bots are separate programs; a
 bot thread in this process would fight the trainer for the GIL) playing Pendulum-v1 over
 the websocket. SB3: the same algorithm with RL Zoo's Pendulum-v1 hyperparameters
 (``hyperparams/td3.yml``, ``hyperparams/ppo.yml``), trained in the usual single loop.
@@ -31,7 +31,7 @@ the event loop) and 1 for SB3: on this 2-core machine two threads made a 256x400
 matmul 10x *slower* whenever another process was busy.
 
 Figures per run: mean return of 10 deterministic evaluation episodes (our
-:func:`arena.gym_bot.evaluate` for both sides, same environment seeds), and environment
+:func:`arena.bots.gym_bot.evaluate` for both sides, same environment seeds), and environment
 steps per second of wall clock over the whole training run including every update (ours:
 from the bot's first step until the trainer has finished the updates those steps earn;
 SB3: ``learn()``).
@@ -140,7 +140,7 @@ def log(msg: str) -> None:
 
 def _bot_process(url: str, n_envs: int, steps: int, seed: int, batch_steps: int, out: Any) -> None:
     """Child process: play ``steps`` Pendulum steps as one bot; report the start time and the result."""
-    from arena.gym_bot import GymBot, make_env
+    from arena.bots.gym_bot import GymBot, make_env
 
     try:
         with GymBot(url, make_env(ENV_ID, n_envs=n_envs), seed=seed, name="pendulum", batch_steps=batch_steps) as bot:
@@ -185,7 +185,7 @@ def run_ours(algo: str, steps: int, seed: int, args: argparse.Namespace) -> dict
     import torch
 
     from agents import make_agent
-    from arena.gym_bot import evaluate
+    from arena.bots.gym_bot import evaluate
     from bot_protocol.policy import Policy
     from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
 
@@ -270,7 +270,7 @@ def run_sb3(algo: str, steps: int, seed: int, args: argparse.Namespace) -> dict[
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.noise import NormalActionNoise
 
-    from arena.gym_bot import evaluate
+    from arena.bots.gym_bot import evaluate
 
     torch.set_num_threads(args.sb3_torch_threads)
     zoo = ZOO[algo]

@@ -207,10 +207,10 @@ def _tick_template(my_id: int) -> tuple[str, str]:
     """
     import numpy as np
 
+    from arena.games.tank.engine import ACT_DIM, TankBattle
     from arena.royale.game import RoyaleGame
     from arena.royale.schema import GameSetup, dumps
     from arena.royale.server import royale_rules
-    from arena.tank.engine import ACT_DIM, TankBattle
 
     battle = TankBattle(1, 2, royale_rules(), seed=0)
     game = RoyaleGame(battle, [(0, 0, "A"), (0, 1, "B")], ["A", "B"], GameSetup(), None)

@@ -89,9 +89,9 @@ def _tick() -> str:
     """A real tick event: the arena's first tick of a 1v1 as a Tank Royale bot sees it."""
     import numpy as np
 
+    from arena.games.tank.engine import ACT_DIM, TankBattle
     from arena.royale.game import RoyaleGame
     from arena.royale.server import RoyaleServerConfig, game_setup, royale_rules
-    from arena.tank.engine import ACT_DIM, TankBattle
 
     rules = royale_rules()
     battle = TankBattle(1, 2, rules, seed=0)

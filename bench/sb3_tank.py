@@ -1,8 +1,8 @@
 """Stable-Baselines3's PPO on our tank arena: the anchor ``bench/throughput.py`` measures us against.
 
-:class:`TankVecEnv` is an SB3 ``VecEnv`` over one vectorized :class:`arena.tank.TankBattle`: env ``i``
+:class:`TankVecEnv` is an SB3 ``VecEnv`` over one vectorized :class:`arena.games.tank.TankBattle`: env ``i``
 is tank 0 of match ``i``, its opponent the same scripted bot ``arena train`` plays, its reward the
-same shaping the server computes from the bot's reward terms (``arena.tank.rewards``: the tick reward,
+same shaping the server computes from the bot's reward terms (``arena.games.tank.rewards``: the tick reward,
 plus the round reward at each round end). Rounds that end by the tick cap are truncations
 (``TimeLimit.truncated`` with ``terminal_observation``, which SB3 bootstraps), as on our side.
 Needs the ``bench`` extra: ``pip install torch==2.13.0 -e ".[bench]"``.
@@ -19,9 +19,9 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvStepReturn
 
-from arena.play import MatchLog, ScriptedController, play_match
-from arena.tank.engine import ACT_DIM, OBS_DIM, TankBattle, TankRules
-from arena.tank.rewards import compute_round_reward, compute_tick_reward
+from arena.bots.play import MatchLog, ScriptedController, play_match
+from arena.games.tank.engine import ACT_DIM, OBS_DIM, TankBattle, TankRules
+from arena.games.tank.rewards import compute_round_reward, compute_tick_reward
 
 __all__ = ["TankVecEnv", "train_sb3"]
 
@@ -89,7 +89,7 @@ class TankVecEnv(VecEnv):
 
 
 class _SB3Controller:
-    """A trained SB3 policy as an ``arena.play`` controller, sampling as it trained (as ours do in ``arena match``)."""
+    """A trained SB3 policy as an ``arena.bots.play`` controller, sampling as it trained (as ours do in ``arena match``)."""
 
     def __init__(self, model: Any) -> None:
         self.name = "sb3-ppo"

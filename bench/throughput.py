@@ -119,8 +119,8 @@ def bot_one_core(seconds: float, n_matches: int = 128, opponent: str = "sitting"
     import numpy as np
 
     from agents import make_agent
-    from arena.play import TICKS_PER_FRAME, ScriptedController
-    from arena.tank.engine import ACT_DIM, OBS_DIM, TankBattle
+    from arena.bots.play import TICKS_PER_FRAME, ScriptedController
+    from arena.games.tank.engine import ACT_DIM, OBS_DIM, TankBattle
     from bot_protocol import Policy, RewardMode, StepRecorder, Weights, encode
 
     arch, tensors = make_agent("ppo", OBS_DIM, ACT_DIM).export_actor()

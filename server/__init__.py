@@ -10,7 +10,7 @@ Typical embedding::
         print(running.url)   # connect bots here
 
 That server takes scalar-reward bots only; for terms-mode bots pass the game's reward
-function, e.g. ``TrainingServer(..., reward=arena.tank.rewards.TANK_REWARD)`` (:mod:`server.rewards`).
+function, e.g. ``TrainingServer(..., reward=arena.games.tank.rewards.TANK_REWARD)`` (:mod:`server.rewards`).
 """
 
 from .app import ListenError, TrainingServer

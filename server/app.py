@@ -82,7 +82,7 @@ class TrainingServer:
         update_hook: called on the trainer thread with each update's metrics.
         dashboard: serve the live dashboard (a web page and observer websocket) on a port of its own.
         reward: the game's reward function for ``terms``-mode bots (the tank's is
-            ``arena.tank.rewards.TANK_REWARD``); None: such a ``hello`` is refused (``bad_hello``).
+            ``arena.games.tank.rewards.TANK_REWARD``); None: such a ``hello`` is refused (``bad_hello``).
     """
 
     def __init__(

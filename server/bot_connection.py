@@ -3,7 +3,7 @@
 Every rule docs/protocol.md states for a bot connection is applied here and nowhere else:
 the ``hello`` checks, credit (the amounts are :mod:`server.credit`'s), sequence numbers,
 policy versions, value checks and the error budget. Nothing here awaits, touches a socket
-or needs an event loop, so each rule is tested on raw bytes (``tests/test_bot_connection.py``)
+or needs an event loop, so each rule is tested on raw bytes (``tests/server/test_bot_connection.py``)
 and :mod:`server.app` only moves bytes: it reads the frames websockets has buffered, hands
 them to :meth:`BotConnection.receive`, and carries out the decision.
 

@@ -28,7 +28,7 @@ Observer protocol (``arena.observe.v1``, JSON text frames, server → browser on
   ``bots`` is the full current table;
 - ``{"type": "frame", "seq", "frame", "header"?}`` at most ``frame_fps`` times a second;
   ``header`` only when it differs from the last one sent to this observer. Both follow
-  :mod:`arena.tank.snapshot` exactly.
+  :mod:`arena.games.tank.snapshot` exactly.
 
 Anything an observer sends closes its connection with 1008 (policy violation).
 """
@@ -344,7 +344,7 @@ class Dashboard:
     def publish_frame(self, header: Mapping[str, Any], frame: Mapping[str, Any]) -> None:
         """Offer the newest frame of the match on show (any thread; never blocks, never queues).
 
-        ``header`` and ``frame`` are :func:`arena.tank.snapshot.header` / ``frame`` dicts; the
+        ``header`` and ``frame`` are :func:`arena.games.tank.snapshot.header` / ``frame`` dicts; the
         caller must not mutate them afterwards. An unsent frame is simply replaced: observers
         get the newest one at most ``frame_fps`` times a second.
         """

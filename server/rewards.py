@@ -1,7 +1,7 @@
 """The run's reward function for the wire format's ``terms`` mode: an interface, never a game's shaping.
 
 Terms-mode bots send raw reward terms and round scores; what they are worth is game knowledge,
-so the game defines it (the tank's is ``arena.tank.rewards.TANK_REWARD``) and the server is
+so the game defines it (the tank's is ``arena.games.tank.rewards.TANK_REWARD``) and the server is
 started with it: ``TrainingServer(agent, ..., reward=TANK_REWARD)``. This package never imports
 a game. A server started without one serves scalar-reward bots only: a ``hello`` with
 ``reward: "terms"`` is refused with ``bad_hello`` (docs/protocol.md §3.7.4).

@@ -1,8 +1,8 @@
 """One read model of a running server: :class:`ServerStats`, every figure a view of it shows, read at once.
 
 Why one: ``/healthz``, the ``/metrics`` gauges, the dashboard, the TensorBoard rows
-(``arena.tensorboard.ServerScalars``), the progress display and ``summary.json``
-(``arena.run_log``) used to read the server's parts each on their own (``sessions``,
+(``arena.outputs.tensorboard.ServerScalars``), the progress display and ``summary.json``
+(``arena.outputs.run_log``) used to read the server's parts each on their own (``sessions``,
 ``current``, the queue, the loop-lag window, the trainer's counters, two levels deep),
 with their own copies of the rate maths. Now each of them asks for one snapshot,
 :meth:`ServerStats.of` (``TrainingServer.stats()``), and shows what it needs of it; a

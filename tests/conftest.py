@@ -15,6 +15,11 @@ import torch
 from agents import make_agent
 from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
 
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository's root (tests sit at any depth below ``tests/``)."""
+DATA = ROOT / "tests" / "data"
+"""Recorded data and sample bots shared by the tests."""
+
 TIMEOUT_FACTOR = float(os.environ.get("ARENA_TIMEOUT_FACTOR", "1"))
 """Scale every test timeout on slow machines (websockets' tests do the same)."""
 

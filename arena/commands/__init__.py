@@ -6,7 +6,7 @@
 - ``serve``: the server and trainer alone, for your own bots (``arena.commands.serve``)
 - ``gym``: a gymnasium environment as a bot of a running server (``arena.commands.gym``)
 - ``export``: a checkpoint's policy as weights, a Tank Royale bot or ONNX (``arena.commands.export``)
-- ``league`` and ``worker`` live in ``arena.league.commands`` and ``arena.worker_command``
+- ``league`` and ``worker`` live in ``arena.league.commands`` and ``arena.bots.worker_command``
 
 ``arena.commands.options`` holds the argparse pieces and helpers they share.
 """

@@ -37,7 +37,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from ..policies import export_weights
+    from ..bots.policies import export_weights
 
     if args.royale:
         from ..royale.export import export_royale_bot
@@ -56,11 +56,11 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _export_onnx(args: argparse.Namespace) -> int:
-    from ..policies import load_weights
-    from ..tank.engine import ACT_DIM, OBS_DIM
+    from ..bots.policies import load_weights
+    from ..games.tank.engine import ACT_DIM, OBS_DIM
 
     try:
-        from ..onnx_export import OPSET, export_onnx
+        from ..outputs.onnx_export import OPSET, export_onnx
     except ModuleNotFoundError as exc:  # onnx/onnxscript are the export extra
         raise ValueError(f"--onnx needs {exc.name}: pip install -e '.[export]'") from None
     weights = load_weights(args.checkpoint)

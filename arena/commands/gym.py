@@ -48,7 +48,7 @@ def _gym(args: argparse.Namespace) -> int:
 
     from bot_protocol.client import HandshakeRejected
 
-    from ..gym_bot import GymBot, make_env
+    from ..bots.gym_bot import GymBot, make_env
 
     try:
         environment = make_env(args.env, args.n_envs)
@@ -93,7 +93,7 @@ def _gym(args: argparse.Namespace) -> int:
     finally:
         bot.close()
     if args.eval_episodes and policy is not None:
-        from ..gym_bot import evaluate
+        from ..bots.gym_bot import evaluate
 
         scores = evaluate(policy, args.env, episodes=args.eval_episodes, seed=args.seed + 1)
         print(

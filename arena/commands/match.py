@@ -75,10 +75,10 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _match(args: argparse.Namespace) -> int:
-    from ..play import PolicyController, ScriptedController, play_match
-    from ..policies import load_policy
+    from ..bots.play import PolicyController, ScriptedController, play_match
+    from ..bots.policies import load_policy
+    from ..games.tank.engine import TankRules
     from ..royale.server import RoyaleBotSpec, RoyaleServerConfig, play_royale_match, royale_rules
-    from ..tank.engine import TankRules
 
     royale = any(RoyaleBotSpec.matches(spec) for spec in args.bot) or args.royale_port is not None
     if not 2 <= len(args.bot) <= 8:

@@ -15,7 +15,7 @@ from ..defaults import (
     TANK_SEGMENT_STEPS,
     tank_ppo_options,
 )
-from ..run_log import MetricsLog
+from ..outputs.run_log import MetricsLog
 
 if TYPE_CHECKING:  # the server is imported on use: it stays out of the CLI's start-up
     from server.rewards import RewardFunction
@@ -297,7 +297,7 @@ def _server_config(args: argparse.Namespace) -> Any:
 
 def _attach_tensorboard(log: MetricsLog, args: argparse.Namespace, command: str) -> None:
     """``--tensorboard``: every metrics row also as TensorBoard scalars; a missing package is one line, not an error."""
-    from ..tensorboard import ScalarLogger, TensorBoardUnavailable
+    from ..outputs.tensorboard import ScalarLogger, TensorBoardUnavailable
 
     try:
         log.tensorboard = ScalarLogger(args.out / "tensorboard")

@@ -16,7 +16,7 @@ from ..defaults import (
     STEPS_PER_AGENT,
     TANK_MATCHES,
 )
-from ..run_log import MetricsLog
+from ..outputs.run_log import MetricsLog
 from .options import (
     _add_agent_flags,
     _add_server_flags,
@@ -67,9 +67,9 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from server import ListenError
 
-    from ..tank.engine import ACT_DIM, OBS_DIM
-    from ..tank.rewards import TANK_REWARD
-    from ..tensorboard import ServerScalars
+    from ..games.tank.engine import ACT_DIM, OBS_DIM
+    from ..games.tank.rewards import TANK_REWARD
+    from ..outputs.tensorboard import ServerScalars
 
     obs_dim, act_dim = args.obs_dim or OBS_DIM, args.act_dim or ACT_DIM
     args.tank_agents = args.agents if (obs_dim, act_dim) == (OBS_DIM, ACT_DIM) else None  # the tank's PPO defaults

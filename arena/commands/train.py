@@ -21,7 +21,7 @@ from ..defaults import (
     TANK_MATCHES,
     choose_layout,
 )
-from ..run_log import MetricsLog, Progress, league_summary, print_summary, summarize, throughput_figures
+from ..outputs.run_log import MetricsLog, Progress, league_summary, print_summary, summarize, throughput_figures
 from .options import (
     GAMES,
     LEAGUE,
@@ -145,15 +145,15 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 def _train(args: argparse.Namespace) -> int:
     from server import ListenError, ServerThread
 
-    from ..play import MatchLog, play_learning_bot
-    from ..reach import ACT_DIM as REACH_ACT
-    from ..reach import OBS_DIM as REACH_OBS
-    from ..reach import play_reach
-    from ..report import plot_curve, write_report
+    from ..bots.play import MatchLog, play_learning_bot
+    from ..games.reach import ACT_DIM as REACH_ACT
+    from ..games.reach import OBS_DIM as REACH_OBS
+    from ..games.reach import play_reach
+    from ..games.tank.engine import ACT_DIM, OBS_DIM, TankRules
+    from ..games.tank.rewards import TANK_REWARD
+    from ..outputs.report import plot_curve, write_report
+    from ..outputs.tensorboard import ServerScalars
     from ..royale.server import RoyaleMatchError
-    from ..tank.engine import ACT_DIM, OBS_DIM, TankRules
-    from ..tank.rewards import TANK_REWARD
-    from ..tensorboard import ServerScalars
 
     tank = args.game == "tank"
     out_existed = args.out.exists()
@@ -281,7 +281,7 @@ def _train(args: argparse.Namespace) -> int:
     share_pool = None
     try:
         if args.workers:
-            from ..workers import WorkerPool
+            from ..bots.workers import WorkerPool
 
             pool = WorkerPool(
                 args.workers, running.url, opponents, args.matches, args.ticks_per_round, args.token, args.seed, league
@@ -297,7 +297,7 @@ def _train(args: argparse.Namespace) -> int:
                 return any(b.is_alive() for b in bots)
 
         if royale_share:  # the league's Tank Royale share: a worker process of its own (its own GIL), beside the bots
-            from ..workers import WorkerPool
+            from ..bots.workers import WorkerPool
 
             share = args.royale_matches or ROYALE_MATCHES
             share_pool = WorkerPool(1, running.url, royale_share, share * len(royale_share), args.ticks_per_round,
@@ -413,7 +413,7 @@ def _league(args: argparse.Namespace, opponents: list[str]) -> tuple[Any, Any]:
 
 def _evaluate(args: argparse.Namespace) -> dict[str, Any] | None:
     """The final checkpoint against each scripted bot (``--eval-rounds``); None when skipped or impossible."""
-    from ..report import evaluate_against_scripted
+    from ..outputs.report import evaluate_against_scripted
 
     if args.eval_rounds == 0:
         return None
@@ -433,7 +433,7 @@ def _match_view(dashboard: Any, agent: str, opponents: list[str]) -> Callable[[A
     """Feed match 0 of a bot thread to the dashboard's live view (one bool check per tick unless watched)."""
     if dashboard is None:
         return None
-    from ..tank import snapshot
+    from ..games.tank import snapshot
 
     header: dict[str, Any] | None = None
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..play import Controller, PolicyController, ScriptedController
-from ..tank.engine import TankRules
+from ..bots.play import Controller, PolicyController, ScriptedController
+from ..games.tank.engine import TankRules
 from .matchmaking import LeagueConfig
 from .opponents import LeagueSpec
 from .ratings import LeagueTable
@@ -67,8 +67,8 @@ def check_policy_file(spec: str) -> None:
     Raises:
         FileNotFoundError, ValueError: unreadable, or of other sizes than the tank arena's.
     """
-    from ..policies import load_policy
-    from ..tank.engine import ACT_DIM, OBS_DIM
+    from ..bots.policies import load_policy
+    from ..games.tank.engine import ACT_DIM, OBS_DIM
 
     try:
         policy = load_policy(Path(spec))
@@ -84,7 +84,7 @@ def league_spec(
     files: Sequence[str], options: Sequence[str], directory: Path, resume: bool, exclusive: bool = True
 ) -> LeagueSpec:
     """The league of ``arena train``: the scripted ladder, ``files`` as fixed members, snapshots under ``directory``."""
-    from ..tank.scripted import SCRIPTED
+    from ..games.tank.scripted import SCRIPTED
 
     config = parse_options(options)
     named: list[tuple[str, str]] = []
@@ -112,7 +112,7 @@ def load_table(directory: Path) -> LeagueTable | None:
 
 def _member_players(run: Path, directory: Path) -> dict[str, ControllerFactory]:
     """The final policy, every league member with a policy or a scripted name, as round-robin players."""
-    from ..policies import load_policy
+    from ..bots.policies import load_policy
     from .store import LeagueStore
 
     players: dict[str, ControllerFactory] = {}
@@ -251,8 +251,8 @@ def league_command(args: argparse.Namespace) -> int:
 
 def rate_command(args: argparse.Namespace, royale: bool) -> int:
     """``arena match --rate``: a round-robin of the --bot list, rated with openskill."""
-    from ..policies import load_policy
-    from ..tank.scripted import SCRIPTED
+    from ..bots.policies import load_policy
+    from ..games.tank.scripted import SCRIPTED
 
     if royale or args.record is not None:
         raise ValueError("--rate plays the built-in arena's bots and policy files, without --record or royale:PATH")

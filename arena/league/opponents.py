@@ -17,8 +17,8 @@ from numpy.typing import NDArray
 
 from bot_protocol import Policy
 
-from ..play import Controller, PolicyController, ScriptedController
-from ..tank.engine import ACT_DIM, StepInfo
+from ..bots.play import Controller, PolicyController, ScriptedController
+from ..games.tank.engine import ACT_DIM, StepInfo
 from .matchmaking import SELF, League, LeagueConfig, Member
 from .seats import MixedSeat
 from .store import LeagueStore
@@ -66,7 +66,7 @@ class LeagueSpec:
         Raises:
             FileNotFoundError, ValueError: a policy file or the saved state cannot be loaded.
         """
-        from ..policies import load_policy
+        from ..bots.policies import load_policy
 
         store = None if self.directory is None else LeagueStore(self.directory, worker, self.exclusive)
         loaded = store.load(self.config) if store is not None and self.resume else None
@@ -90,7 +90,7 @@ class LeagueSpec:
 class LeagueOpponents:
     """Tank 1 of ``n_matches`` matches, each match's opponent drawn from ``league`` per round.
 
-    The interface :func:`arena.play.play_learning_bot` drives: ``names`` (each match's current
+    The interface :func:`arena.bots.play.play_learning_bot` drives: ``names`` (each match's current
     opponent), :meth:`act`, :meth:`rounds_ended`, :meth:`learner` and :meth:`close`.
     """
 

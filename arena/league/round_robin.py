@@ -2,7 +2,7 @@
 
 ``arena league RUN_DIR`` and ``arena match --rate`` use it to rate bots on a common footing:
 during training the league's members only meet the learner, so their training ratings are
-relative to the learner of their time. One :class:`~arena.tank.engine.TankBattle` holds a
+relative to the learner of their time. One :class:`~arena.games.tank.engine.TankBattle` holds a
 match per round (tank 0 and tank 1 seated by :class:`MixedSeat`), so the cost is about the
 longest round's ticks, not the number of rounds.
 """
@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..play import Controller
-from ..tank.engine import ACT_DIM, TankBattle, TankRules
+from ..bots.play import Controller
+from ..games.tank.engine import ACT_DIM, TankBattle, TankRules
 from .opponents import outcomes
 from .ratings import Ratings, RoundOutcome
 from .seats import MixedSeat

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from arena.play import Controller, ScriptedController
+from ..bots.play import Controller, ScriptedController
 
 __all__ = ["MixedSeat"]
 

@@ -64,7 +64,7 @@ class LeagueStore:
         Raises:
             ValueError: the state or a snapshot file it names cannot be read.
         """
-        from arena.policies import load_policy
+        from ..bots.policies import load_policy
 
         if not self.state_path.is_file():
             return None

@@ -28,8 +28,8 @@ from pathlib import Path
 import bot_protocol
 from bot_protocol import Weights, encode
 
-from ..policies import load_weights
-from ..tank.engine import ACT_DIM, OBS_DIM, TankRules
+from ..bots.policies import load_weights
+from ..games.tank.engine import ACT_DIM, OBS_DIM, TankRules
 
 __all__ = ["export_royale_bot"]
 

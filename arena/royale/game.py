@@ -1,6 +1,6 @@
 """Our TankBattle as a Tank Royale game, sans I/O: battle state and events → bot messages, intents → actions.
 
-A :class:`RoyaleGame` sits on a :class:`~arena.tank.engine.TankBattle` (``M`` matches of ``T``
+A :class:`RoyaleGame` sits on a :class:`~arena.games.tank.engine.TankBattle` (``M`` matches of ``T``
 tanks) and a list of *seats*: the tanks driven by Tank Royale bots. Each match is one Tank
 Royale game of ``rounds`` rounds; the other tanks of a match may be ours (scripted bots,
 policies), which Tank Royale bots see as ordinary enemies.
@@ -9,7 +9,7 @@ Call order, once per turn (``arena.royale.server`` and ``arena.royale.train`` do
 
 1. :meth:`fill` writes the seats' merged intents into the action array (and the battle's
    ``turn_coupling``/``rescan``), right before ``battle.step``;
-2. :meth:`after_step` turns the step's :class:`~arena.tank.engine.StepEvents` into one
+2. :meth:`after_step` turns the step's :class:`~arena.games.tank.engine.StepEvents` into one
    ``tick-event-for-bot`` per seat (plus ``round-ended``/``game-ended`` where a round or a
    game ended) and marks the seats that now owe an intent;
 3. the caller resets ended rounds and sends :meth:`round_started`;
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..tank.engine import ACT_DIM, BulletEvents, StepEvents, TankBattle
+from ..games.tank.engine import ACT_DIM, BulletEvents, StepEvents, TankBattle
 from . import schema
 from .schema import BotIntent, GameSetup, IntentState
 

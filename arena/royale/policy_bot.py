@@ -8,7 +8,7 @@ online), ``policy.json`` (the rules the policy was trained with) and a copy of o
 robocode-tank-royale, nothing of Arena Trainer, and runs the same in a Tank Royale server and
 in ``arena match --bot royale:DIR``.
 
-Each turn it rebuilds the arena's 25-column observation (``arena.tank.engine.OBS_FIELDS``)
+Each turn it rebuilds the arena's 25-column observation (``arena.games.tank.engine.OBS_FIELDS``)
 from its own state and the enemy's last scan, runs the policy (sampling, as it trained;
 ``ARENA_POLICY_MEAN=1`` uses the mean action) and sends the action as a ``bot-intent``: target
 speed, body turn rate (scaled by the speed-dependent limit as in the arena), gun turn rate and
@@ -17,7 +17,7 @@ information, so the bot instead keeps its radar locked on the enemy (the radar t
 own, ``adjust_radar_for_*`` on), which makes the scanned enemy as fresh as the arena's.
 
 ``ARENA_BOT_LOG=FILE`` writes one JSON line per turn (turn, round, observation, action) for
-checking the bot against the arena (tests/test_royale_export.py).
+checking the bot against the arena (tests/arena/royale/test_export.py).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def observe(
     height: float,
     rules: dict[str, float],
 ) -> np.ndarray:
-    """The arena's observation of one tank (see ``arena.tank.engine.TankBattle.observe``), from Tank Royale state.
+    """The arena's observation of one tank (see ``arena.games.tank.engine.TankBattle.observe``), from Tank Royale state.
 
     ``me``: x, y, direction, speed, energy, gun_direction, gun_heat; ``enemy``: the nearest
     enemy's last scan (x, y, direction, speed, energy) or None.

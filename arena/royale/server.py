@@ -34,8 +34,8 @@ from numpy.typing import NDArray
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from ..play import Controller, MatchObserver
-from ..tank.engine import ACT_DIM, TankBattle, TankRules
+from ..bots.play import Controller, MatchObserver
+from ..games.tank.engine import ACT_DIM, TankBattle, TankRules
 from . import schema
 from .booter import BootedBot, boot, find_bot
 from .connection import LockstepConnection

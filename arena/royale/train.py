@@ -1,6 +1,6 @@
 """Tank Royale bots as the opponents of a learning bot: ``arena train --opponent royale:PATH``.
 
-``arena.play.play_learning_bot`` drives tank 0 of ``n`` matches and asks an opponent
+``arena.bots.play.play_learning_bot`` drives tank 0 of ``n`` matches and asks an opponent
 *controller* for tank 1's actions. For a Tank Royale opponent, tank 1 of each of its matches is
 driven by one booted bot process over the Tank Royale protocol: :class:`RoyaleOpponents` runs
 the endpoint on a thread of its own (an asyncio loop) and plays a
@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from ..tank.engine import ACT_DIM, TankBattle, TankRules
+from ..games.tank.engine import ACT_DIM, TankBattle, TankRules
 from . import schema
 from .booter import BootedBot, boot, find_bot
 from .game import RoyaleGame
@@ -58,7 +58,7 @@ T = TypeVar("T")
 
 
 class RoyaleController:
-    """``arena.play.Controller`` for the matches of one ``royale:PATH`` opponent kind (their tank 1)."""
+    """``arena.bots.play.Controller`` for the matches of one ``royale:PATH`` opponent kind (their tank 1)."""
 
     def __init__(self, hub: RoyaleOpponents, kind: str) -> None:
         self.name = kind
@@ -232,7 +232,7 @@ class RoyaleOpponents:
         if kind in self.rows:
             assert n == len(self.rows[kind]), "the opponent spread differs from play_learning_bot's"
             return RoyaleController(self, kind)
-        from ..play import make_opponent
+        from ..bots.play import make_opponent
 
         return make_opponent(kind, n, seed)
 

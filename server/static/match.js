@@ -1,6 +1,6 @@
 // Drawing one tank-arena frame on a canvas.
 //
-// drawFrame(ctx, header, frame) takes EXACTLY the format of arena/tank/snapshot.py:
+// drawFrame(ctx, header, frame) takes EXACTLY the format of arena/games/tank/snapshot.py:
 //   header: {width, height, tank_radius, names: [..]}                       (once per match)
 //   frame:  {round, tick, tanks: [[x, y, heading, gun_heading, radar_heading, energy, alive], ..],
 //            bullets: [[x, y, heading, power, owner], ..], over, winner}

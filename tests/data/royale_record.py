@@ -1,6 +1,6 @@
 """What an official-API bot observes, written down: ``recording(BotClass)`` is BotClass plus a log.
 
-Imported by the wrapper bots that tests/test_royale_agreement.py writes around the sample bots of
+Imported by the wrapper bots that tests/arena/royale/test_game_agreement.py writes around the sample bots of
 tests/data/royale_bots (the sample bots themselves stay plain). The subclass writes one JSON line per
 tick the API hands the bot (its round, turn, state and every event of that turn, as the API's event
 classes after its own mapping: a BulletHitBotEvent of which the bot is the victim arrives as a

@@ -21,13 +21,13 @@ every checkpoint is torn reused generation 0 (C3).
 
 Already covered elsewhere (not duplicated):
 
-- C4: torn newest → previous (``tests/test_checkpoint.py::test_truncated_newest_falls_back_to_previous``,
+- C4: torn newest → previous (``tests/agents/test_checkpoint.py::test_truncated_newest_falls_back_to_previous``,
   ``test_flipped_byte_falls_back_to_previous``, ``test_torn_zip_with_consistent_manifest_is_still_invalid``,
   ``test_missing_manifest_falls_back_to_previous``, ``test_stale_tmp_files_are_deleted_at_construction``);
   resume never reuses a generation after a torn checkpoint
   (``test_resume_never_reuses_a_generation_that_published_weights``).
-- C7 in-process: ``tests/test_server.py::test_shutdown_closes_bots_1001_and_writes_a_checkpoint``.
-- S1: ``tests/test_checkpoint.py::test_malicious_pickle_is_refused_without_running`` (both pickle kinds);
+- C7 in-process: ``tests/server/test_app.py::test_shutdown_closes_bots_1001_and_writes_a_checkpoint``.
+- S1: ``tests/agents/test_checkpoint.py::test_malicious_pickle_is_refused_without_running`` (both pickle kinds);
   S3: ``test_old_torch_is_refused`` / ``test_current_torch_is_accepted``;
   S6: ``test_save_load_round_trip_with_private_permissions``. The thin ``test_s*`` tests below add
   the Trainer-level view.
@@ -68,16 +68,16 @@ from websockets.exceptions import ConnectionClosed
 import agents.checkpoint
 from agents import CheckpointInvalid, CheckpointStore, SegmentEnd, make_agent
 from agents.checkpoint import check_torch_version
-from arena.reach import ACT_DIM, OBS_DIM, ReachGame, play_steps
+from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_steps
 from bot_protocol import SUBPROTOCOL, Hello, TransitionBatch, Welcome, decode_from_server, encode
 from bot_protocol.client import BlockingBotClient, BotClient, ClientConfig
 from server import TrainerConfig
 from server.metrics import Metrics
 from server.trainer import Trainer
 from server.transition_queue import TransitionQueue
+from tests.agents.test_checkpoint import _feed_one_update, _payload
 
 from ..conftest import serving, timeout
-from ..test_checkpoint import _feed_one_update, _payload
 from . import chaos_bot
 from .conftest import T2, t2
 
@@ -1229,7 +1229,7 @@ def test_c9_checkpoint_holds_everything_a_resume_needs(tmp_path, agent, requirem
     requirement(trainer, CheckpointStore.load_file(path), json.loads(path.with_suffix(".json").read_text()))
 
 
-# ── S1, S3, S6 (thin: the full cases are in tests/test_checkpoint.py) ────────
+# ── S1, S3, S6 (thin: the full cases are in tests/agents/test_checkpoint.py) ────────
 
 
 def test_s1_malicious_newest_checkpoint_is_refused_at_trainer_start(tmp_path):

@@ -10,7 +10,7 @@ D1–D11 are sans-I/O. D10–D13 also run against a live server on 127.0.0.1 (po
 each bad frame must move its ``frames_rejected{code=...}`` counter by exactly one and
 enqueue nothing (``accounting()["received"]`` unchanged).
 
-Cases already in ``tests/test_protocol.py`` are re-expressed here by id (so ``-k d7``
+Cases already in ``tests/bot_protocol/test_messages.py`` are re-expressed here by id (so ``-k d7``
 finds them); where one is covered exactly, the comment says so.
 
 Regressions this file found and pins (fixed in the decoder): ``from_wire``'s one-pass

@@ -140,7 +140,7 @@ class _CrashingAgent:
 
 
 def test_c6_a_crashing_trainer_restarts_from_its_checkpoint_and_ingress_keeps_running(tmp_path):
-    from arena.reach import ACT_DIM, OBS_DIM, play_reach
+    from arena.games.reach import ACT_DIM, OBS_DIM, play_reach
 
     agent = _CrashingAgent(make_agent("ppo", OBS_DIM, ACT_DIM, hidden=(16,), rollout_steps=256), crashes=1)
     config = TrainerConfig(checkpoint_dir=tmp_path, restart_interval=0.0, max_restarts=3)
@@ -160,7 +160,7 @@ def test_c6_a_crashing_trainer_restarts_from_its_checkpoint_and_ingress_keeps_ru
 
 
 async def test_c6_crashes_beyond_the_quota_stop_the_server_with_a_final_checkpoint(tmp_path):
-    from arena.reach import ACT_DIM, OBS_DIM, play_reach
+    from arena.games.reach import ACT_DIM, OBS_DIM, play_reach
 
     from ..conftest import serving
 

@@ -11,7 +11,7 @@ strictly newer, is ignored; over any interleaving of publishes, deliveries (late
 duplicated, from an old connection) and reconnects, the versions a bot adopts never go
 back. Modelled on ``_install`` and also run against a live server.
 
-S1, S3 and S6 are covered in ``tests/test_checkpoint.py`` (not duplicated here):
+S1, S3 and S6 are covered in ``tests/agents/test_checkpoint.py`` (not duplicated here):
 - S1 malicious pickle checkpoint → ``test_malicious_pickle_is_refused_without_running``
   (torch-zip and raw-pickle payloads; sentinel never created; falls back to the previous one);
 - S3 torch version gate → ``test_old_torch_is_refused`` / ``test_current_torch_is_accepted``;

@@ -1,0 +1,487 @@
+"""Play any gymnasium continuous-control environment as a websocket bot: :func:`play_gym`, :class:`GymBot`, :func:`evaluate`.
+
+gymnasium is an optional extra (``pip install gymnasium``); it is imported only when
+one of these is used. The mapping between an environment and our protocol:
+
+* **Observations**: a ``Box`` space, flattened to float32 (``obs_dim`` = its size).
+  Other spaces are refused: wrap them with ``gymnasium.wrappers.FlattenObservation``.
+* **Actions**: the policy acts in [-1, 1] on every dimension, and the bot maps that box
+  linearly onto the environment's ``[low, high]``: ``low + (a + 1) / 2 · (high − low)``
+  (``a`` clipped to [-1, 1] first). So TD3/DDPG run with ``action_limit=1`` (their
+  default; other limits are refused), and PPO's raw Gaussian samples are clipped before
+  the mapping, as the protocol says a game does. Unbounded action spaces are refused:
+  there is no box to map onto. The rows sent to the server carry the action the policy
+  produced (normalized units, and for PPO the raw unclipped sample whose ``logp`` is
+  sent), never the rescaled one.
+* **Rewards**: scalar rewards (``RewardMode.SCALAR``) as float32.
+* **Episode ends**: ``terminated`` → the terminal flag (no bootstrap), ``truncated`` →
+  the truncated flag with ``next_obs`` = the true final observation (never the reset one).
+  A single environment is one agent (``n_agents=1``), reset by hand when its episode ends;
+  a vector environment of ``n`` sub-environments is ``n`` agents of one bot, in any of
+  gymnasium's autoreset modes (``SAME_STEP``, which :func:`make_env` builds, reads the final
+  observation from ``infos["final_obs"]``; ``NEXT_STEP`` skips the reset step, whose action
+  is ignored; ``DISABLED`` is reset here with ``reset_mask``).
+
+Seeds: the environment is reset with ``seed`` once (a vector environment seeds its
+sub-environments ``seed, seed + 1, …``) and the bot's exploration RNG is seeded with it,
+so a run against fixed weights replays exactly. Against a training server the weights
+arrive at times that depend on thread scheduling, so training runs are not bit-exact.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from bot_protocol.client import BlockingBotClient, ClientConfig, ClientStats
+from bot_protocol.messages import RewardMode
+from bot_protocol.policy import Policy
+
+if TYPE_CHECKING:
+    import gymnasium
+
+__all__ = ["ActionScaling", "GymBot", "GymResult", "evaluate", "make_env", "play_gym", "require_gymnasium"]
+
+EnvFactory = Callable[[], "gymnasium.Env[Any, Any]"]
+"""Builds one environment (e.g. ``lambda: gymnasium.make("Pendulum-v1")``)."""
+EnvSpec = str | EnvFactory
+"""A registered environment id, or a factory of one environment."""
+ActFn = Callable[[NDArray[np.float32]], ArrayLike]
+"""Observations (n, obs_dim) float32 → normalized actions (n, act_dim) in [-1, 1]."""
+
+
+def require_gymnasium() -> ModuleType:
+    """Import gymnasium, or fail with one message saying how to get it.
+
+    Raises:
+        ImportError: gymnasium is not installed.
+    """
+    try:
+        import gymnasium
+    except ImportError:
+        raise ImportError(
+            "arena.bots.gym_bot needs gymnasium, an optional extra: pip install 'gymnasium>=1.0' (or arena-trainer[gym])"
+        ) from None
+    return gymnasium
+
+
+# ── the mapping ──────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class ActionScaling:
+    """The linear map from the policy's [-1, 1] box onto a bounded ``Box`` action space."""
+
+    low: NDArray[np.float64]
+    """Flat (act_dim,) lower bounds."""
+    high: NDArray[np.float64]
+    shape: tuple[int, ...]
+    """The space's shape; actions are reshaped to (n, *shape)."""
+    dtype: np.dtype[Any]
+
+    @classmethod
+    def from_space(cls, space: Any) -> ActionScaling:
+        """Check ``space`` is a bounded ``Box`` and build its map.
+
+        Raises:
+            ValueError: not a ``Box``, or some bound is infinite or NaN.
+        """
+        gym = require_gymnasium()
+        if not isinstance(space, gym.spaces.Box):
+            raise ValueError(f"GymBot plays continuous control: the action space must be a Box, got {space}")
+        low = np.asarray(space.low, dtype=np.float64).reshape(-1)
+        high = np.asarray(space.high, dtype=np.float64).reshape(-1)
+        if not (np.isfinite(low).all() and np.isfinite(high).all()):
+            raise ValueError(
+                f"unbounded action space {space}: GymBot maps the policy's [-1, 1] onto [low, high], "
+                "so every bound must be finite (wrap the env with gymnasium.wrappers.ClipAction over a bounded Box)"
+            )
+        if not (low <= high).all():
+            raise ValueError(f"action space {space} has low > high")
+        return cls(low, high, tuple(space.shape), np.dtype(space.dtype))
+
+    @property
+    def act_dim(self) -> int:
+        return len(self.low)
+
+    def to_env(self, actions: ArrayLike) -> NDArray[Any]:
+        """(n, act_dim) normalized actions → (n, *shape) in the space's dtype, within [low, high]."""
+        a = np.clip(np.asarray(actions, dtype=np.float64).reshape(-1, self.act_dim), -1.0, 1.0)
+        scaled = np.clip(self.low + (a + 1.0) * 0.5 * (self.high - self.low), self.low, self.high)
+        return scaled.astype(self.dtype).reshape(-1, *self.shape)
+
+    def to_policy(self, env_actions: ArrayLike) -> NDArray[np.float32]:
+        """The inverse map, env units → [-1, 1] (for comparisons; a zero-width dimension maps to 0)."""
+        x = np.asarray(env_actions, dtype=np.float64).reshape(-1, self.act_dim)
+        width = self.high - self.low
+        safe = np.where(width > 0, width, 1.0)
+        return np.where(width > 0, 2.0 * (x - self.low) / safe - 1.0, 0.0).astype(np.float32)
+
+
+def _flat_dim(space: Any) -> int:
+    gym = require_gymnasium()
+    if not isinstance(space, gym.spaces.Box):
+        raise ValueError(
+            f"GymBot needs a Box observation space, got {space}; wrap the env with gymnasium.wrappers.FlattenObservation"
+        )
+    return math.prod(space.shape)
+
+
+def _check_limit(policy: Policy) -> None:
+    if policy.deterministic_kind and not math.isclose(float(policy.arch.act_limit), 1.0):
+        raise ValueError(
+            f"the policy acts in ±{policy.arch.act_limit}, but GymBot maps [-1, 1] onto the env's bounds: "
+            "train TD3/DDPG with action_limit=1 (the default)"
+        )
+
+
+def make_env(
+    env: EnvSpec, n_envs: int = 1, vectorized: bool | None = None, env_kwargs: Mapping[str, Any] | None = None
+) -> Any:
+    """One environment, or a ``SyncVectorEnv`` of ``n_envs`` in ``SAME_STEP`` autoreset mode.
+
+    Returns a ``gymnasium.Env``, or a ``gymnasium.vector.SyncVectorEnv`` when vectorized.
+
+    Args:
+        env: a registered id (``"Pendulum-v1"``) or a factory of one environment.
+        n_envs: sub-environments of the vector environment.
+        vectorized: build a vector environment; ``None`` means ``n_envs > 1``.
+        env_kwargs: keyword arguments for ``gymnasium.make`` (or the factory).
+
+    Raises:
+        ValueError: ``n_envs > 1`` without vectorizing, or ``n_envs < 1``.
+    """
+    gym = require_gymnasium()
+    if n_envs < 1:
+        raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+    vectorized = n_envs > 1 if vectorized is None else vectorized
+    if n_envs > 1 and not vectorized:
+        raise ValueError(f"n_envs={n_envs} needs vectorized=True (one bot drives a vector env as n agents)")
+    kwargs = dict(env_kwargs or {})
+    factory: EnvFactory = (
+        functools.partial(gym.make, env, **kwargs) if isinstance(env, str) else functools.partial(env, **kwargs)
+    )
+    if not vectorized:
+        return factory()
+    return gym.vector.SyncVectorEnv([factory] * n_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+# ── the bot ──────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class GymResult:
+    """What a :meth:`GymBot.run` (or :func:`play_gym`) played."""
+
+    episode_returns: list[float]
+    """Undiscounted return of every episode that ended, in the order they ended."""
+    episode_lengths: list[int]
+    """Their lengths in environment steps, same order."""
+    steps: int
+    """Environment steps recorded and sent, summed over sub-environments (SB3's ``total_timesteps``)."""
+    ticks: int
+    """Calls to ``env.step``."""
+    seconds: float
+    stats: ClientStats = field(repr=False)
+    """The bot's counters (``steps_sent``, ``weights_swapped``, …)."""
+    policy: Policy | None = field(default=None, repr=False)
+    """The newest weights the bot held at the end (for :func:`evaluate`)."""
+
+
+class GymBot:
+    """One gymnasium environment, single or vector, played as one websocket bot.
+
+    A single environment is one agent; a vector environment is ``num_envs`` agents of one
+    bot (``n_agents``). Call order: construct (checks the spaces, resets the env with
+    ``seed``), :meth:`connect` (or ``with GymBot(...) as bot:``), :meth:`run` as often as
+    wanted (it continues where the last call stopped), :meth:`close` (flushes, says
+    ``bye`` and closes the environment too).
+
+    Args:
+        url: the server, ``ws://host:port``.
+        env: a ``gymnasium.Env`` or ``gymnasium.vector.VectorEnv`` (see :func:`make_env`).
+            The bot owns it from now on and closes it.
+        token: bearer token, if the server wants one.
+        seed: resets the environment once and seeds the exploration RNG.
+        name: the bot's name in ``hello``.
+        batch_steps: rows per ``tr`` message.
+
+    Raises:
+        ValueError: an observation space that is not a ``Box``, an action space that is not
+            a bounded ``Box``, or a vector environment without a known autoreset mode.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        env: Any,
+        *,
+        token: str | None = None,
+        seed: int = 0,
+        name: str = "gym",
+        batch_steps: int = 64,
+    ) -> None:
+        gym = require_gymnasium()
+        self.env = env
+        self.vectorized = isinstance(env, gym.vector.VectorEnv)
+        if self.vectorized:
+            self.n_envs = int(env.num_envs)
+            obs_space, act_space = env.single_observation_space, env.single_action_space
+            if "autoreset_mode" not in env.metadata:
+                raise ValueError(
+                    "vector env has no metadata['autoreset_mode']: GymBot cannot tell a reset step from a real one"
+                )
+            self.autoreset_mode = gym.vector.AutoresetMode(env.metadata["autoreset_mode"])
+        else:
+            self.n_envs = 1
+            obs_space, act_space = env.observation_space, env.action_space
+            self.autoreset_mode = None
+        self.scaling = ActionScaling.from_space(act_space)
+        self.obs_dim = _flat_dim(obs_space)
+        self.act_dim = self.scaling.act_dim
+        config = ClientConfig(
+            url,
+            name,
+            self.obs_dim,
+            self.act_dim,
+            n_agents=self.n_envs,
+            reward=RewardMode.SCALAR,
+            token=token,
+            batch_steps=batch_steps,
+        )
+        self.bot = BlockingBotClient(config, seed=seed)
+        self._gym = gym
+        obs, _ = env.reset(seed=seed)
+        self._obs = self._flat(obs)
+        self._skip = np.zeros(self.n_envs, dtype=bool)
+        """NEXT_STEP mode: sub-environments whose next step is gymnasium's reset step (not a transition)."""
+        self._returns = np.zeros(self.n_envs, dtype=np.float64)
+        self._lengths = np.zeros(self.n_envs, dtype=np.int64)
+        self.episode_returns: list[float] = []
+        self.episode_lengths: list[int] = []
+        self.steps = 0
+        self.ticks = 0
+
+    def __enter__(self) -> GymBot:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def connect(self) -> None:
+        """Connect and complete the handshake.
+
+        Raises:
+            ValueError: the server trains a TD3/DDPG actor whose ``action_limit`` is not 1.
+            HandshakeRejected, OSError, TimeoutError: as :meth:`BlockingBotClient.connect`.
+        """
+        self.bot.connect()
+        try:
+            _check_limit(self.bot.policy)
+        except ValueError:
+            self.bot.close()
+            raise
+
+    def close(self) -> None:
+        """Flush held rows, say ``bye``, close the connection and the environment (idempotent)."""
+        try:
+            self.bot.close()
+        finally:
+            self.env.close()
+
+    def _flat(self, obs: Any) -> NDArray[np.float32]:
+        return np.asarray(obs, dtype=np.float32).reshape(self.n_envs, self.obs_dim)
+
+    def run(self, steps: int, stop: threading.Event | None = None) -> GymResult:
+        """Play until ``steps`` more environment steps are recorded (or ``stop`` is set), then flush.
+
+        ``steps`` counts over all sub-environments, so a vector environment of ``n`` may
+        overshoot by up to ``n - 1``. The result holds the episodes that ended in this call.
+        """
+        first_episode = len(self.episode_returns)
+        start_steps, start_ticks = self.steps, self.ticks
+        started = time.perf_counter()
+        target = self.steps + steps
+        while self.steps < target and not (stop is not None and stop.is_set()):
+            self.tick()
+        self.bot.flush()
+        return GymResult(
+            episode_returns=self.episode_returns[first_episode:],
+            episode_lengths=self.episode_lengths[first_episode:],
+            steps=self.steps - start_steps,
+            ticks=self.ticks - start_ticks,
+            seconds=time.perf_counter() - started,
+            stats=self.bot.stats,
+            policy=self.bot.policy,
+        )
+
+    def tick(self) -> None:
+        """Act for every sub-environment, step the environment once and record the transitions."""
+        obs = self._obs
+        self.ticks += 1
+        actions, logp = self.bot.act(obs)
+        env_actions = self.scaling.to_env(actions)
+        if not self.vectorized:
+            next_obs, reward, terminated, truncated, _ = self.env.step(env_actions[0])
+            final = self._flat(next_obs)
+            done = bool(terminated or truncated)
+            self._record(obs, actions, logp, np.array([reward]), np.array([terminated]), np.array([truncated]), final, None)
+            if done:
+                next_obs, _ = self.env.reset()
+            self._obs = self._flat(next_obs)
+            return
+        next_obs, reward, terminated, truncated, infos = self.env.step(env_actions)
+        terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
+        mode = self.autoreset_mode
+        modes = self._gym.vector.AutoresetMode
+        if mode is modes.SAME_STEP:
+            # Ended sub-environments were already reset: their observation here is the reset
+            # one, and the true final observation is in infos["final_obs"] (masked by "_final_obs").
+            self._obs = self._flat(next_obs)
+            final = self._obs.copy()
+            mask = np.asarray(infos.get("_final_obs", np.zeros(self.n_envs, dtype=bool)), dtype=bool)
+            for i in np.flatnonzero(mask):
+                final[i] = np.asarray(infos["final_obs"][i], dtype=np.float32).reshape(self.obs_dim)
+            self._record(obs, actions, logp, reward, terminated, truncated, final, None)
+        elif mode is modes.NEXT_STEP:
+            # A sub-environment that ended last step was reset by this one, which ignored its
+            # action and returned its first observation: that row is no transition.
+            active = ~self._skip
+            self._obs = self._flat(next_obs)
+            self._record(obs, actions, logp, reward, terminated, truncated, self._obs, active)
+            self._skip = terminated | truncated
+        else:  # DISABLED: reset the ended ones ourselves
+            final = self._flat(next_obs)
+            self._record(obs, actions, logp, reward, terminated, truncated, final, None)
+            ended = terminated | truncated
+            if ended.any():
+                reset_obs, _ = self.env.reset(options={"reset_mask": ended})
+                self._obs = self._flat(reset_obs)
+            else:
+                self._obs = final
+
+    def _record(
+        self,
+        obs: NDArray[np.float32],
+        actions: NDArray[np.float32],
+        logp: NDArray[np.float32],
+        reward: ArrayLike,
+        terminated: ArrayLike,
+        truncated: ArrayLike,
+        next_obs: NDArray[np.float32],
+        active: NDArray[np.bool_] | None,
+    ) -> None:
+        """Send the rows of ``active`` sub-environments (all when ``None``) and count their episodes."""
+        reward_a = np.asarray(reward, dtype=np.float64).reshape(self.n_envs)
+        term = np.asarray(terminated, dtype=bool).reshape(self.n_envs)
+        trunc = np.asarray(truncated, dtype=bool).reshape(self.n_envs)
+        if active is None:
+            active = np.ones(self.n_envs, dtype=bool)
+        rows = np.flatnonzero(active)
+        if len(rows) == 0:
+            return
+        every = len(rows) == self.n_envs
+        self.bot.record(
+            obs if every else obs[rows],
+            actions if every else actions[rows],
+            logp if every else logp[rows],
+            reward=reward_a[rows].astype(np.float32),
+            terminal=term[rows],
+            truncated=trunc[rows],
+            next_obs=next_obs if every else next_obs[rows],
+            agents=None if every else rows,
+        )
+        self.steps += len(rows)
+        self._returns[rows] += reward_a[rows]
+        self._lengths[rows] += 1
+        for i in rows[(term | trunc)[rows]]:
+            self.episode_returns.append(float(self._returns[i]))
+            self.episode_lengths.append(int(self._lengths[i]))
+            self._returns[i] = 0.0
+            self._lengths[i] = 0
+
+
+def play_gym(
+    url: str,
+    env: EnvSpec,
+    n_envs: int = 1,
+    steps: int = 10_000,
+    token: str | None = None,
+    seed: int = 0,
+    name: str = "gym",
+    stop: threading.Event | None = None,
+    vectorized: bool | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    batch_steps: int = 64,
+) -> GymResult:
+    """Play ``steps`` environment steps (or until ``stop`` is set) of ``env`` as one websocket bot.
+
+    ``env`` is built by :func:`make_env` (a vector environment in ``SAME_STEP`` mode when
+    ``n_envs > 1`` or ``vectorized``), played by a :class:`GymBot`, and closed at the end.
+    The result's ``stats`` show the weights swapped and steps sent.
+    """
+    environment = make_env(env, n_envs, vectorized, env_kwargs)
+    try:
+        bot = GymBot(url, environment, token=token, seed=seed, name=name, batch_steps=batch_steps)
+    except BaseException:
+        environment.close()
+        raise
+    with bot:
+        return bot.run(steps, stop)
+
+
+def evaluate(
+    policy: Policy | ActFn,
+    env: EnvSpec,
+    episodes: int = 10,
+    seed: int = 0,
+    env_kwargs: Mapping[str, Any] | None = None,
+) -> list[float]:
+    """Returns of ``episodes`` episodes played locally (no server) with deterministic actions.
+
+    Args:
+        policy: our :class:`Policy` (it acts with its mean: no noise, no sampling), or any
+            function from observations (n, obs_dim) to normalized actions in [-1, 1].
+        env: a registered id or a factory of one environment.
+        seed: the environment is reset with it once, then episodes follow on.
+
+    Raises:
+        ValueError: the spaces do not fit the policy (see :class:`GymBot`).
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    one = make_env(env, 1, False, env_kwargs)
+    try:
+        scaling = ActionScaling.from_space(one.action_space)
+        obs_dim = _flat_dim(one.observation_space)
+        if isinstance(policy, Policy):
+            _check_limit(policy)
+            if (policy.obs_dim, policy.act_dim) != (obs_dim, scaling.act_dim):
+                raise ValueError(f"policy is {policy.obs_dim}→{policy.act_dim}, the env {obs_dim}→{scaling.act_dim}")
+            act: ActFn = policy.mean
+        else:
+            act = policy
+        returns = []
+        obs, _ = one.reset(seed=seed)
+        for _ in range(episodes):
+            total, done = 0.0, False
+            while not done:
+                action = act(np.asarray(obs, dtype=np.float32).reshape(1, obs_dim))
+                obs, reward, terminated, truncated, _ = one.step(scaling.to_env(action)[0])
+                total += float(reward)
+                done = bool(terminated or truncated)
+            returns.append(total)
+            obs, _ = one.reset()
+        return returns
+    finally:
+        one.close()

@@ -1,0 +1,1 @@
+"""The games: the tank arena (the default) and the reach test game."""

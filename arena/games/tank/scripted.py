@@ -1,0 +1,457 @@
+"""Scripted tank opponents on the same observation/action interface as a learned policy.
+
+Every bot maps observations ``(N, OBS_DIM)`` of the ``N`` tanks it drives to actions
+``(N, ACT_DIM)``; it may keep a little per-tank state, cleared by :meth:`ScriptedBot.reset`
+for the tanks that start a new round. Levels of challenge (see the cross table in
+docs/arena.md): ``sitting`` < ``spinner`` ~ ``walker`` < ``tracker``.
+
+* ``sitting``: never moves, turns or fires.
+* ``spinner``: drives in a tight circle (velocity 5, full left turn: Robocode's
+  SpinBot) and fires power 1.5 whenever its gun is pointed at the enemy (head-on aim).
+* ``walker``: Robocode's "Walls": drives to a wall, then follows the perimeter (a
+  direction drawn per round), braking and turning at the corners; head-on aim, power 2.
+* ``tracker``: closes in to about 200 units, then orbits the enemy (perpendicular
+  movement, random direction changes, reversing away from walls), aims with linear
+  targeting (lead the target by its heading and velocity for the bullet's flight
+  time) and fires harder the closer it is (power 450 / distance in [1, 3]).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .engine import ACT_DIM, OBS_DIM, TankBattle, TankRules, next_velocity
+
+__all__ = [
+    "SCRIPTED",
+    "ScriptedBot",
+    "Sitting",
+    "Spinner",
+    "Tracker",
+    "View",
+    "Walker",
+    "cross_table",
+    "make_scripted",
+    "play_scripted",
+]
+
+
+class View:
+    """Observation columns de-normalized back to game units (degrees, absolute angles)."""
+
+    def __init__(self, obs: NDArray[np.float32], rules: TankRules) -> None:
+        o = np.asarray(obs, np.float64)
+        if o.ndim != 2 or o.shape[1] != OBS_DIM:
+            raise ValueError(f"obs must have shape (N, {OBS_DIM}), got {o.shape}")
+        self.x = (o[:, 0] + 1.0) * 0.5 * rules.width
+        self.y = (o[:, 1] + 1.0) * 0.5 * rules.height
+        self.heading = np.degrees(np.arctan2(o[:, 2], o[:, 3]))
+        self.velocity = o[:, 4] * rules.max_speed
+        self.energy = o[:, 5] * rules.start_energy
+        self.gun = self.heading + np.degrees(np.arctan2(o[:, 6], o[:, 7]))  # absolute gun heading
+        self.gun_heat = o[:, 8] * rules.start_gun_heat
+        self.has_enemy = o[:, 22] > 0
+        self.enemy_dir = self.heading + np.degrees(np.arctan2(o[:, 9], o[:, 10]))  # absolute
+        self.enemy_distance = o[:, 11] * rules.max_distance
+        self.enemy_energy = o[:, 12] * rules.start_energy
+        self.enemy_heading = self.heading + np.degrees(np.arctan2(o[:, 13], o[:, 14]))
+        self.enemy_velocity = o[:, 15] * rules.max_speed
+        self.gun_bearing = np.degrees(np.arctan2(o[:, 16], o[:, 17]))  # enemy direction - gun heading
+
+
+DEFAULT_RULES = TankRules()
+
+
+def _rel(angle: NDArray[np.float64]) -> NDArray[np.float64]:
+    return (angle + 180.0) % 360.0 - 180.0
+
+
+class ScriptedBot:
+    """Base class: drives ``n`` tanks from their observations."""
+
+    name: ClassVar[str] = "base"
+
+    def __init__(self, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES) -> None:
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        self.n = int(n)
+        self.rules = rules
+        self.rng = np.random.default_rng(seed)
+
+    def act(
+        self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.float32]:
+        """Actions (N, ACT_DIM) in [-1, 1] for observations (N, OBS_DIM).
+
+        ``view`` (if given) is ``View(obs, rules)`` already computed. ``rows`` (if given) says
+        which of the bot's ``n`` tanks ``obs`` holds (``len(rows)`` of them): a league seats a bot
+        on a changing subset of its matches, and numpy's cost grows with the rows.
+        """
+        raise NotImplementedError
+
+    def _state(self, values: NDArray[np.float64], rows: NDArray[np.intp] | None) -> NDArray[np.float64]:
+        return values if rows is None else values[rows]
+
+    def _store(self, values: NDArray[np.float64], new: NDArray[np.float64], rows: NDArray[np.intp] | None) -> None:
+        if rows is None:
+            values[:] = new
+        else:
+            values[rows] = new
+
+    def reset(self, mask: NDArray[np.bool_]) -> None:
+        """A new round starts for the tanks in ``mask`` (shape (n,)): clear their state."""
+
+    # --- helpers shared by the bots ---------------------------------------------------------------
+
+    def _drive(
+        self, view: View, desired: NDArray[np.float64], speed: NDArray[np.float64] | float
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Target velocity and body turn actions to move along the absolute heading ``desired``.
+
+        Drives backwards when that needs less turning ("back-as-front"), and slows down
+        while the heading error is large.
+        """
+        r = self.rules
+        err = _rel(desired - view.heading)
+        back = np.abs(err) > 90.0
+        err = np.where(back, _rel(err - 180.0), err)
+        speed = np.where(np.abs(err) > 45.0, np.minimum(speed, 2.0), speed)
+        a0 = np.where(back, -1.0, 1.0) * speed / r.max_speed
+        v_next = next_velocity(view.velocity, a0 * r.max_speed, r)
+        rate = r.max_turn_rate - r.turn_rate_speed_factor * np.abs(v_next)
+        a1 = np.clip(err / rate, -1.0, 1.0)
+        return a0, a1
+
+    def _gun_turn(
+        self, view: View, aim: NDArray[np.float64], a0: NDArray[np.float64], a1: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """Gun turn action bringing the gun onto the absolute direction ``aim`` (the body turn carries the gun)."""
+        r = self.rules
+        v_next = next_velocity(view.velocity, a0 * r.max_speed, r)
+        body = a1 * (r.max_turn_rate - r.turn_rate_speed_factor * np.abs(v_next))
+        return np.clip((_rel(aim - view.gun) - body) / r.max_gun_turn_rate, -1.0, 1.0)
+
+    def _fire(self, power: NDArray[np.float64] | float, aim_error: NDArray[np.float64], view: View) -> NDArray[np.float64]:
+        """Fire action: ``power`` when the gun is within a hull's width of ``aim`` and the gun is cold, else hold."""
+        r = self.rules
+        power = np.clip(power, r.min_bullet_power, r.max_bullet_power)
+        tol = np.degrees(np.arctan2(0.8 * r.tank_radius, np.maximum(view.enemy_distance, 1.0)))
+        ok = view.has_enemy & (np.abs(aim_error) <= tol) & (view.gun_heat <= 0.0) & (view.energy > power + 0.1)
+        level = (power - r.min_bullet_power) / (r.max_bullet_power - r.min_bullet_power)
+        return np.where(ok, np.maximum(level, 1e-6), -1.0)
+
+    def _pack(self, *cols: NDArray[np.float64] | float) -> NDArray[np.float32]:
+        n = max(np.size(c) for c in cols)
+        out = np.zeros((n, ACT_DIM), np.float32)
+        for k, c in enumerate(cols):
+            out[:, k] = c
+        return np.clip(out, -1.0, 1.0)
+
+
+class Sitting(ScriptedBot):
+    """Never moves, turns or fires."""
+
+    name = "sitting"
+
+    def act(
+        self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.float32]:
+        if view is None:
+            View(obs, self.rules)  # shape check
+        return np.zeros((len(obs), ACT_DIM), np.float32)
+
+
+class Spinner(ScriptedBot):
+    """Circles (velocity 5, full left turn) and fires power 1.5 when the gun points at the enemy."""
+
+    name = "spinner"
+    speed = 5.0
+    power = 1.5
+
+    def act(
+        self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.float32]:
+        view = view or View(obs, self.rules)
+        a0 = np.full(len(obs), self.speed / self.rules.max_speed)
+        a1 = np.ones(len(obs))
+        a2 = self._gun_turn(view, view.enemy_dir, a0, a1)
+        a3 = self._fire(self.power, view.gun_bearing, view)
+        return self._pack(a0, a1, a2, a3, 1.0)
+
+
+class Walker(ScriptedBot):
+    """Robocode's "Walls": reach a wall, follow the perimeter, shoot head-on (power 2) when aimed."""
+
+    name = "walker"
+    margin = 40.0  # centre distance from the wall it follows
+    near = 75.0  # a wall this close counts as "reached" (anticipates corners)
+    power = 2.0
+
+    def __init__(self, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES) -> None:
+        super().__init__(n, seed, rules)
+        self.direction = np.ones(n)  # +1 counter-clockwise, -1 clockwise
+        self.cooldown = np.zeros(n)  # ticks before it may reverse again
+        self.reset(np.ones(n, bool))
+
+    def reset(self, mask: NDArray[np.bool_]) -> None:
+        mask = np.asarray(mask, bool)
+        self.direction[mask] = np.where(self.rng.random(int(mask.sum())) < 0.5, 1.0, -1.0)
+        self.cooldown[mask] = 0.0
+
+    def act(
+        self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.float32]:
+        r = self.rules
+        view = view or View(obs, r)
+        direction, cooldown = self._state(self.direction, rows), self._state(self.cooldown, rows)
+        # An enemy blocking the way (as Walls' onHitRobot): reverse along the perimeter.
+        travel = view.heading + np.where(view.velocity < 0, 180.0, 0.0)
+        blocking = (
+            view.has_enemy
+            & (view.enemy_distance < 2 * r.tank_radius + 14.0)
+            & (np.abs(_rel(view.enemy_dir - travel)) < 80.0)
+            & (cooldown <= 0)
+        )
+        direction = np.where(blocking, -direction, direction)
+        self._store(self.direction, direction, rows)
+        self._store(self.cooldown, np.where(blocking, 20.0, cooldown - 1.0), rows)
+        # Wall order counter-clockwise: south, east, north, west; CCW travel headings 0, 90, 180, 270.
+        dist = np.stack([view.y, r.width - view.x, r.height - view.y, view.x], axis=1)
+        near = dist < self.near
+        ccw = direction > 0
+        prev_near = np.roll(near, 1, axis=1)  # predecessor wall (CCW order) near
+        next_near = np.roll(near, -1, axis=1)
+        prio = near * (1 + np.where(ccw[:, None], prev_near, next_near))
+        wall = np.argmax(prio, axis=1)
+        on_wall = near.any(axis=1)
+        base = wall * 90.0 + np.where(ccw, 0.0, 180.0)
+        d = dist[np.arange(len(obs)), wall]
+        # Keep the track: the followed wall is on the right (CCW) or on the left (CW).
+        corr = np.clip(0.8 * (d - self.margin), -25.0, 25.0)
+        follow = base - direction * corr
+        nearest = np.argmin(dist, axis=1)
+        to_wall = nearest * 90.0 + 270.0  # outward normal of the nearest wall
+        desired = np.where(on_wall, follow, to_wall)
+        a0, a1 = self._drive(view, desired, r.max_speed)
+        # Brake hard at corners: while the heading error is big, stand and turn.
+        err = np.abs(_rel(desired - view.heading))
+        err = np.minimum(err, 180.0 - err)
+        a0 = np.where(err > 30.0, 0.0, a0)
+        a2 = self._gun_turn(view, view.enemy_dir, a0, a1)
+        a3 = self._fire(self.power, view.gun_bearing, view)
+        return self._pack(a0, a1, a2, a3, 1.0)
+
+
+class Tracker(ScriptedBot):
+    """Closes in, orbits at ~200 units, linear targeting, power by distance."""
+
+    name = "tracker"
+    preferred = 200.0
+    flip_prob = 0.02  # per tick chance to reverse the orbit direction
+
+    def __init__(self, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES) -> None:
+        super().__init__(n, seed, rules)
+        self.direction = np.ones(n)
+        self.reset(np.ones(n, bool))
+
+    def reset(self, mask: NDArray[np.bool_]) -> None:
+        mask = np.asarray(mask, bool)
+        self.direction[mask] = np.where(self.rng.random(int(mask.sum())) < 0.5, 1.0, -1.0)
+
+    def act(
+        self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.float32]:
+        r = self.rules
+        view = view or View(obs, r)
+        d = view.enemy_distance
+        # Movement: toward the enemy when far, perpendicular at the preferred distance, away when close.
+        direction = self._state(self.direction, rows)
+        direction = np.where(self.rng.random(len(obs)) < self.flip_prob, -direction, direction)
+        offset = 90.0 - np.clip((d - self.preferred) * 0.25, -30.0, 70.0)
+        margin = r.tank_radius + 30.0
+
+        def blocked(heading: NDArray[np.float64]) -> NDArray[np.bool_]:
+            hr = np.radians(heading)
+            px = view.x + 110.0 * np.cos(hr)
+            py = view.y + 110.0 * np.sin(hr)
+            return (px < margin) | (px > r.width - margin) | (py < margin) | (py > r.height - margin)
+
+        want = view.enemy_dir + direction * offset
+        other = view.enemy_dir - direction * offset
+        b_want, b_other = blocked(want), blocked(other)
+        flip = b_want & ~b_other
+        self._store(self.direction, np.where(flip, -direction, direction), rows)
+        desired = np.where(flip, other, want)
+        centre = np.degrees(np.arctan2(0.5 * r.height - view.y, 0.5 * r.width - view.x))
+        desired = np.where(b_want & b_other, centre, desired)
+        desired = np.where(view.has_enemy, desired, centre)
+        a0, a1 = self._drive(view, desired, r.max_speed)
+
+        # Gun: linear targeting with power by distance.
+        power = np.clip(450.0 / np.maximum(d, 1.0), 1.0, r.max_bullet_power)
+        power = np.where(view.energy < 15.0, np.minimum(power, 1.0), power)
+        speed = r.bullet_speed_base - r.bullet_speed_factor * power
+        er = np.radians(view.enemy_dir)
+        ex = view.x + d * np.cos(er)
+        ey = view.y + d * np.sin(er)
+        hr = np.radians(view.enemy_heading)
+        vx = view.enemy_velocity * np.cos(hr)
+        vy = view.enemy_velocity * np.sin(hr)
+        px, py = ex, ey
+        rad = r.tank_radius
+        for _ in range(4):
+            t = np.hypot(px - view.x, py - view.y) / speed + 1.0
+            px = np.clip(ex + vx * t, rad, r.width - rad)
+            py = np.clip(ey + vy * t, rad, r.height - rad)
+        aim = np.degrees(np.arctan2(py - view.y, px - view.x))
+        a2 = self._gun_turn(view, aim, a0, a1)
+        a3 = self._fire(power, _rel(aim - view.gun), view)
+        return self._pack(a0, a1, a2, a3, 1.0)
+
+
+SCRIPTED: dict[str, type[ScriptedBot]] = {cls.name: cls for cls in (Sitting, Spinner, Walker, Tracker)}
+
+
+def make_scripted(name: str, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES) -> ScriptedBot:
+    """A scripted bot by name, driving ``n`` tanks. Raises ValueError listing the valid names."""
+    try:
+        cls = SCRIPTED[name]
+    except KeyError:
+        raise ValueError(f"unknown scripted bot {name!r}; valid names: {', '.join(sorted(SCRIPTED))}") from None
+    return cls(n, seed, rules)
+
+
+def play_scripted(
+    names: list[str], rounds: int, seed: int = 0, n_matches: int = 50, rules: TankRules = DEFAULT_RULES
+) -> dict[str, object]:
+    """Play ``rounds`` rounds of scripted bots against each other (tank ``i`` is ``names[i]``).
+
+    ``n_matches`` rounds run in parallel; every started round is counted (a match is
+    not restarted once ``rounds`` rounds were started, so short rounds are not
+    over-represented). Returns per-slot lists (same order as ``names``): ``wins``,
+    ``win_rate``, ``mean_score`` (Robocode round score), ``mean_energy`` (energy left at
+    round end), plus ``draws`` (no survivor, or tick cap), ``truncated`` and ``mean_ticks``.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    T = len(names)
+    M = min(int(n_matches), int(rounds))
+    battle = TankBattle(M, T, rules, seed)
+    bots = [make_scripted(nm, M, seed * 7919 + 101 * (i + 1), rules) for i, nm in enumerate(names)]
+    wins = np.zeros(T, np.int64)
+    draws = 0
+    truncated = 0
+    score_sum = np.zeros(T)
+    energy_sum = np.zeros(T)
+    ticks_sum = 0
+    done = 0
+    started = M
+    pending = np.ones(M, bool)
+    obs = battle.observe()
+    act = np.empty((M, T, ACT_DIM), np.float32)
+    while done < rounds:
+        for i, bot in enumerate(bots):
+            act[:, i] = bot.act(obs[:, i])
+        info = battle.step(act)
+        fin = info.round_over & pending
+        if fin.any():
+            idx = np.flatnonzero(fin)
+            w = info.winner[idx]
+            wins += np.bincount(w[w >= 0], minlength=T)
+            draws += int((w < 0).sum())
+            truncated += int(info.truncated[idx].sum())
+            score_sum += info.scores[idx].sum(axis=0)
+            energy_sum += battle.energy[idx].sum(axis=0)
+            ticks_sum += int(battle.tick[idx].sum())
+            done += len(idx)
+            pending[idx] = False
+            again = idx[: max(0, rounds - started)]
+            if len(again):
+                mask = np.zeros(M, bool)
+                mask[again] = True
+                started += len(again)
+                pending[again] = True
+                battle.reset(mask)
+                for bot in bots:
+                    bot.reset(mask)
+        obs = battle.observe()
+    return {
+        "names": list(names),
+        "rounds": int(rounds),
+        "wins": wins.tolist(),
+        "win_rate": (wins / rounds).tolist(),
+        "draws": draws,
+        "truncated": truncated,
+        "mean_score": (score_sum / rounds).tolist(),
+        "mean_energy": (energy_sum / rounds).tolist(),
+        "mean_ticks": ticks_sum / rounds,
+    }
+
+
+def cross_table(
+    names: list[str] | None = None, rounds: int = 200, seed: int = 0, n_matches: int = 50, rules: TankRules = DEFAULT_RULES
+) -> dict[str, dict[str, dict[str, float]]]:
+    """1v1 results of every pair of scripted bots (mirror matches included).
+
+    ``table[a][b]`` holds ``win_rate`` (rounds ``a`` won against ``b``), ``draw_rate``,
+    ``mean_score`` and ``mean_energy`` of ``a`` in ``rounds`` rounds of ``a`` vs ``b``.
+    Each unordered pair is played once (``a`` as tank 0); start positions are random.
+    """
+    names = list(SCRIPTED) if names is None else names
+    table: dict[str, dict[str, dict[str, float]]] = {a: {} for a in names}
+    for i, a in enumerate(names):
+        for b in names[i:]:
+            res = play_scripted([a, b], rounds, seed=seed, n_matches=n_matches, rules=rules)
+            wins, scores, energy = res["wins"], res["mean_score"], res["mean_energy"]
+            assert isinstance(wins, list) and isinstance(scores, list) and isinstance(energy, list)
+            draw = int(res["draws"]) / rounds  # type: ignore[call-overload]
+            table[a][b] = {"win_rate": wins[0] / rounds, "draw_rate": draw, "mean_score": scores[0], "mean_energy": energy[0]}
+            table[b][a] = {"win_rate": wins[1] / rounds, "draw_rate": draw, "mean_score": scores[1], "mean_energy": energy[1]}
+            if a == b:  # mirror match: report the two tanks together
+                table[a][a] = {
+                    "win_rate": (wins[0] + wins[1]) / (2 * rounds),
+                    "draw_rate": draw,
+                    "mean_score": (scores[0] + scores[1]) / 2,
+                    "mean_energy": (energy[0] + energy[1]) / 2,
+                }
+    return table
+
+
+def _main() -> None:
+    import argparse
+    import time
+
+    ap = argparse.ArgumentParser(description="Cross table of the scripted tank bots (1v1, all pairs).")
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    table = cross_table(rounds=args.rounds, seed=args.seed)
+    names = list(table)
+    print(f"Win rate of the row bot against the column bot ({args.rounds} rounds 1v1 per pair, seed {args.seed}):\n")
+    print("| row \\ column | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for a in names:
+        cells = []
+        for b in names:
+            c = table[a][b]
+            cells.append(f"{c['win_rate']:.0%}" + (f" ({c['draw_rate']:.0%} draws)" if c["draw_rate"] else ""))
+        print(f"| **{a}** | " + " | ".join(cells) + " |")
+    print("\nMean round score of the row bot against the column bot:\n")
+    print("| row \\ column | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for a in names:
+        print(f"| **{a}** | " + " | ".join(f"{table[a][b]['mean_score']:.1f}" for b in names) + " |")
+    print("\nMean energy left at round end of the row bot against the column bot:\n")
+    print("| row \\ column | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for a in names:
+        print(f"| **{a}** | " + " | ".join(f"{table[a][b]['mean_energy']:.1f}" for b in names) + " |")
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    _main()

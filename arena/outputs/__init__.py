@@ -1,0 +1,1 @@
+"""What a run leaves behind: the metrics log and progress line, TensorBoard events, the report, ONNX exports."""

@@ -1,0 +1,428 @@
+"""Integration tests: the real server on a loopback port, real websocket clients, real threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import msgpack
+import numpy as np
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_reach, play_steps
+from arena.games.tank.rewards import TANK_REWARD
+from bot_protocol import SUBPROTOCOL, Error, Hello, RewardMode, TransitionBatch, Welcome, decode_from_server, encode
+from bot_protocol.client import BlockingBotClient, BotClient, ClientConfig, HandshakeRejected
+from server import TrainerConfig
+from tests.conftest import running_server, serving, timeout
+
+
+async def open_bot(url: str, hello: Hello | None = None, **kwargs):
+    """A raw websocket that has completed hello → welcome."""
+    ws = await connect(url, subprotocols=[SUBPROTOCOL], compression=None, **kwargs)
+    await ws.send(encode(hello or Hello("raw", OBS_DIM, ACT_DIM, n_agents=2)))
+    welcome = decode_from_server(await ws.recv())
+    assert isinstance(welcome, Welcome)
+    return ws, welcome
+
+
+def batch(n: int = 4, seq: int = 0, version: int = 0, flags: list[int] | None = None) -> TransitionBatch:
+    rng = np.random.default_rng(seq)
+    return TransitionBatch(
+        seq=seq,
+        generation=0,
+        version=version,
+        agent=(np.arange(n) % 2).astype(np.uint32),
+        episode=np.zeros(n, np.uint32),
+        obs=rng.standard_normal((n, OBS_DIM)).astype(np.float32),
+        act=rng.standard_normal((n, ACT_DIM)).astype(np.float32),
+        logp=np.full(n, -2.0, np.float32),
+        flags=np.array(flags or [0] * n, np.uint8),
+        rew=np.ones(n, np.float32),
+        next_obs=np.zeros((0, OBS_DIM), np.float32),
+    )
+
+
+def test_ppo_learns_through_the_server_with_hot_swapped_weights():
+    """Four threaded bots play "reach": returns rise, versions advance mid-play, every step is accounted for."""
+    with running_server(agent=None) as server:
+        games: dict[int, tuple[ReachGame, BlockingBotClient]] = {}
+        swaps_while_playing: dict[int, list[int]] = {}
+
+        def play(i: int) -> None:
+            games[i] = play_reach(server.url, n_agents=8, steps=1100, seed=i, name=f"reach{i}")
+            swaps_while_playing[i] = [v for _, v, _ in games[i][1].stats.swap_times]
+
+        threads = [threading.Thread(target=play, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout(240))
+        assert len(games) == 4, "a bot thread failed"
+        deadline = time.monotonic() + timeout(30)
+        while time.monotonic() < deadline:  # bots have left; the queue drains and the last update runs
+            acc = server.accounting()
+            if acc["queued"] == 0 and acc["open"] == 0:
+                break
+            time.sleep(0.05)
+        acc = server.accounting()
+
+    sent = sum(bot.stats.steps_sent for _, bot in games.values())
+    assert sent == 4 * 8 * 1100
+    assert acc["received"] == sent
+    assert acc["received"] == acc["trained"] + acc["dropped"] + acc["queued"] + acc["open"] + acc["pending_in_agent"]
+    assert acc["trained"] >= 0.8 * sent
+
+    for i, (_, bot) in games.items():
+        assert bot.stats.weights_swapped >= 3, f"bot {i} never hot-swapped weights"
+        assert swaps_while_playing[i] == sorted(swaps_while_playing[i]), "versions must only increase"
+        assert bot.stats.reconnects == 0
+
+    # Each bot's first episodes ran the untrained policy; its last ones ran weights swapped in mid-play.
+    early = np.mean([np.mean(g.finished[:16]) for g, _ in games.values()])
+    late = np.mean([np.mean(g.finished[-16:]) for g, _ in games.values()])
+    assert late > early + 3.0, f"mean return did not clearly improve: {early:.2f} → {late:.2f}"
+
+
+def test_blocking_client_mid_round_disconnect_keeps_every_step(server):
+    """A bot that vanishes mid-episode loses nothing: its open steps become a truncated segment."""
+    bot = BlockingBotClient(ClientConfig(server.url, "quitter", OBS_DIM, ACT_DIM, n_agents=2, batch_steps=10), seed=1)
+    bot.connect()
+    game = ReachGame(2, seed=3, max_steps=1000)
+    play_steps(bot, game, 15)  # 30 rows: 3 batches, no episode has ended
+    bot.flush()
+    asyncio.run_coroutine_threadsafe(bot.client._connection.close(), bot._loop).result(5)  # abrupt: no bye
+    deadline = time.monotonic() + timeout(10)
+    while (server.sessions or server.accounting()["open"]) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the trainer closes the open segments when it drains the session's end
+    acc = server.accounting()
+    assert acc["received"] == 30
+    assert acc["open"] == 0
+    assert acc["queued"] + acc["pending_in_agent"] + acc["trained"] == 30
+    bot.close()
+
+
+async def test_wrong_token_gets_401_and_no_session():
+    """A missing or wrong bearer token is refused in the HTTP handshake (401), before any session exists."""
+    async with serving(token="s3cret-token") as server:
+        for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": "Basic czNjcmV0LXRva2Vu"}):
+            with pytest.raises(InvalidStatus) as info:
+                await connect(server.url, subprotocols=[SUBPROTOCOL], additional_headers=headers)
+            assert info.value.response.status_code == 401
+        with pytest.raises(HandshakeRejected, match="401"):
+            await BotClient(ClientConfig(server.url, "b", OBS_DIM, ACT_DIM, token="nope-nope")).connect()
+        assert not server.sessions
+        client = BotClient(ClientConfig(server.url, "b", OBS_DIM, ACT_DIM, token="s3cret-token"))
+        await client.connect()
+        assert client.policy is not None
+        await client.close()
+
+
+async def test_wrong_or_missing_subprotocol_gets_400(aserver):
+    """The handshake requires the arena.v1 subprotocol."""
+    for protocols in (None, ["arena.v0"]):
+        with pytest.raises(InvalidStatus) as info:
+            await connect(aserver.url, subprotocols=protocols)
+        assert info.value.response.status_code == 400
+
+
+async def test_browser_origin_gets_403(aserver):
+    """A browser page (Origin header) cannot open a bot connection."""
+    with pytest.raises(InvalidStatus) as info:
+        await connect(aserver.url, subprotocols=[SUBPROTOCOL], origin="https://evil.example")
+    assert info.value.response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    "hello", [Hello("big", OBS_DIM + 1, ACT_DIM), Hello("big", OBS_DIM, ACT_DIM + 3), Hello("many", OBS_DIM, ACT_DIM, 5000)]
+)
+async def test_wrong_sizes_in_hello_get_error_and_1008(aserver, hello):
+    """A hello with sizes this run cannot train gets error bad_hello (or bad_field), then close 1008."""
+    async with connect(aserver.url, subprotocols=[SUBPROTOCOL]) as ws:
+        await ws.send(encode(hello))
+        reply = decode_from_server(await ws.recv())
+        assert isinstance(reply, Error) and reply.code in ("bad_hello", "bad_field")
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+        assert ws.close_code == 1008
+    with pytest.raises(HandshakeRejected, match="bad_hello"):
+        await BotClient(ClientConfig(aserver.url, "b", OBS_DIM + 1, ACT_DIM, reconnect=False)).connect()
+
+
+async def test_terms_mode_needs_the_servers_reward_function(aserver):
+    """A server started without a reward function refuses terms-mode bots (bad_hello, then 1008): it knows
+    no game's shaping. Started with the tank's, it welcomes them and assembles their rows with it."""
+    terms_hello = Hello("terms", OBS_DIM, ACT_DIM, 1, RewardMode.TERMS)
+    async with connect(aserver.url, subprotocols=[SUBPROTOCOL]) as ws:
+        await ws.send(encode(terms_hello))
+        reply = decode_from_server(await ws.recv())
+        assert isinstance(reply, Error) and reply.code == "bad_hello" and "no reward function" in reply.msg
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+        assert ws.close_code == 1008
+    async with serving(reward=TANK_REWARD) as tank:
+        assert tank.trainer.builder.reward is TANK_REWARD
+        ws, _ = await open_bot(tank.url, terms_hello)
+        await ws.close()
+
+
+async def test_malformed_frames_get_errors_and_other_bots_are_unaffected(aserver):
+    """Bad frames are answered with error codes, then 1008 after too many; a healthy bot keeps streaming."""
+    good, _ = await open_bot(aserver.url)
+    bad, _ = await open_bot(aserver.url)
+    await good.send(encode(batch(seq=0)))
+    wrong_shape = msgpack.unpackb(encode(batch(seq=1)), raw=False)
+    wrong_shape["obs"] = b"\x00" * 12
+    await bad.send(msgpack.packb(wrong_shape, use_bin_type=True))
+    reply = decode_from_server(await bad.recv())
+    assert isinstance(reply, Error) and reply.code == "shape" and reply.ref == 1
+    poisoned = msgpack.unpackb(encode(batch(seq=2)), raw=False)
+    poisoned["rew"] = np.array([0, np.nan, 0, 0], np.float32).tobytes()
+    await bad.send(msgpack.packb(poisoned, use_bin_type=True))
+    assert decode_from_server(await bad.recv()).code == "nonfinite"
+    await bad.send(msgpack.packb({"v": 1, "t": "teleport"}))
+    assert decode_from_server(await bad.recv()).code == "unknown_type"
+    for _ in range(3):
+        await bad.send(b"\xc1 not msgpack")
+    with pytest.raises(ConnectionClosed):
+        while True:
+            await bad.recv()
+    assert bad.close_code == 1008
+    await good.send(encode(batch(seq=1)))
+    await good.send(encode(batch(seq=1)))  # a replayed seq is dropped and answered
+    reply = decode_from_server(await good.recv())
+    assert isinstance(reply, Error) and reply.code == "duplicate"
+    await good.send(encode(batch(seq=2)))
+    await good.close()
+    deadline = time.monotonic() + timeout(5)
+    while aserver.sessions and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert aserver.accounting()["received"] == 12  # good's three batches; nothing from bad
+    assert aserver.metrics.counter("frames_rejected", code="shape") == 1
+    assert aserver.metrics.counter("frames_rejected", code="nonfinite") == 1
+
+
+async def test_text_frame_closes_1003(aserver):
+    """The protocol is binary-only."""
+    ws, _ = await open_bot(aserver.url)
+    await ws.send("hello?")
+    with pytest.raises(ConnectionClosed):
+        await ws.recv()
+    assert ws.close_code == 1003
+
+
+async def test_hello_timeout_closes_1008():
+    """A connection that never says hello is closed with 1008 after hello_timeout."""
+    async with serving(hello_timeout=0.3) as server:
+        ws = await connect(server.url, subprotocols=[SUBPROTOCOL])
+        start = time.monotonic()
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+        assert ws.close_code == 1008 and ws.close_reason == "hello timeout"
+        assert time.monotonic() - start < timeout(3)
+
+
+async def test_frames_beyond_credit_are_refused():
+    """While the queue is full no credit comes back, and a frame beyond the window gets no_credit."""
+    async with serving(queue_max_bytes=64) as server:
+        server.trainer.stop(checkpoint=False)  # nothing drains the queue: credit stays withheld
+        ws, welcome = await open_bot(server.url)
+        for seq in range(welcome.credit + 1):
+            await ws.send(encode(batch(seq=seq, flags=[1, 1, 1, 1])))  # every row ends an episode: segments close
+        async with asyncio.timeout(timeout(5)):
+            reply = decode_from_server(await ws.recv())
+        assert isinstance(reply, Error) and reply.code == "no_credit"
+        assert server.accounting()["received"] == 4 * welcome.credit
+        await ws.close()
+
+
+async def test_close_only_refusals_are_counted_apart_from_error_codes():
+    """A text frame is closed 1003 with no error message: frames_closed{reason}, not frames_rejected{code}."""
+    async with serving() as server:
+        ws, _ = await open_bot(server.url)
+        await ws.send("hello as text")
+        with pytest.raises(ConnectionClosed):
+            async with asyncio.timeout(timeout(5)):
+                await ws.recv()
+        assert ws.close_code == 1003
+        assert server.metrics.counter("frames_closed", reason="text_frame") == 1
+        assert server.metrics.counter_total("frames_rejected") == 0
+        ws, _ = await open_bot(server.url)
+        await ws.send(b"\x00" * (server.config.max_message_bytes + 1))  # over the size limit: websockets closes 1009
+        with pytest.raises(ConnectionClosed):
+            async with asyncio.timeout(timeout(5)):
+                await ws.recv()
+        assert ws.close_code == 1009
+        deadline = time.monotonic() + timeout(5)
+        while server.metrics.counter("frames_closed", reason="too_big") != 1:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+
+
+async def test_a_window_of_bad_frames_in_a_row_still_leaves_the_bot_able_to_send():
+    """Rejected 'tr's spend credit and earn it back like accepted ones (§6): after a whole window of bad frames
+    (under the error budget) the credit returned lets the bot send, and its next good frame is accepted."""
+    from bot_protocol import Credit
+
+    async with serving() as server:
+        ws, welcome = await open_bot(server.url)
+        credit = welcome.credit
+        for seq in range(credit):  # every credit spent on a frame that is refused (a version never published)
+            await ws.send(encode(batch(seq=seq, version=99)))
+            credit -= 1
+        errors = 0
+        async with asyncio.timeout(timeout(5)):
+            while errors < welcome.credit or credit == 0:
+                reply = decode_from_server(await ws.recv())
+                if isinstance(reply, Error):
+                    assert reply.code == "bad_field"
+                    errors += 1
+                elif isinstance(reply, Credit):
+                    credit += reply.grant
+        assert credit >= 1  # nothing is owed for good: the rule never leaves a bot short
+        await ws.send(encode(batch(seq=welcome.credit, flags=[1, 1, 1, 1])))
+        deadline = time.monotonic() + timeout(5)
+        while server.accounting()["received"] < 4:
+            assert time.monotonic() < deadline, server.accounting()
+            await asyncio.sleep(0.02)
+        await ws.close()
+
+
+async def test_version_from_the_future_is_refused(aserver):
+    """A batch claiming a policy version the server never published is refused."""
+    ws, _ = await open_bot(aserver.url)
+    await ws.send(encode(batch(seq=0, version=99)))
+    reply = decode_from_server(await ws.recv())
+    assert isinstance(reply, Error) and reply.code == "bad_field"
+    await ws.close()
+
+
+def test_healthz_and_metrics_endpoints():
+    """GET /healthz answers JSON without auth; /metrics is Prometheus text behind the token."""
+    with running_server(token="s3cret-token") as server:
+        base = server.url.replace("ws://", "http://")
+        with urllib.request.urlopen(base + "/healthz", timeout=5) as response:
+            assert response.status == 200
+            assert b'"trainer_alive": true' in response.read()
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(base + "/metrics", timeout=5)
+        assert info.value.code == 401
+        info.value.close()
+        request = urllib.request.Request(base + "/metrics", headers={"Authorization": "Bearer s3cret-token"})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            text = response.read().decode()
+            content_types = response.headers.get_all("Content-Type")
+        assert content_types == ["text/plain; version=0.0.4; charset=utf-8"]  # one header, Prometheus' own
+        assert "# TYPE arena_connected_bots gauge" in text
+        # Counters are series from the start, at 0, not absent until their first event.
+        for series in ("arena_transitions_trained 0", "arena_weights_sent 0", "arena_handshakes_rejected", "arena_updates 0",
+                       'arena_frames_rejected{code="shape"} 0', "arena_episodes 0", "arena_bots_connected 0"):  # fmt: skip
+            assert series in text, series
+        assert 'arena_loop_lag_seconds{stat="p99"}' in text
+
+
+async def test_shutdown_closes_bots_1001_and_writes_a_checkpoint(tmp_path):
+    """Closing the server sends 1001 to every bot and leaves a loadable final checkpoint."""
+    async with serving(trainer=TrainerConfig(checkpoint_dir=tmp_path / "ckpt")) as server:
+        ws, _ = await open_bot(server.url)
+    with pytest.raises(ConnectionClosed):
+        await ws.recv()
+    assert ws.close_code == 1001
+    assert list((tmp_path / "ckpt").glob("ckpt-0000-*.pt"))
+
+
+async def test_client_reconnects_after_a_drop(aserver):
+    """The client library reconnects with backoff and keeps sending after its connection drops."""
+    client = BotClient(ClientConfig(aserver.url, "phoenix", OBS_DIM, ACT_DIM, n_agents=2, backoff_initial=0.05))
+    await client.connect()
+    await client.send(batch(seq=0))
+    await client._connection.close()  # the server side sees an ordinary disconnect
+    await asyncio.sleep(0.1)
+    await client.send(batch(seq=0))  # seq is restamped by the client
+    assert client.stats.reconnects == 1
+    await client.close()
+    assert client.config.reward is RewardMode.SCALAR
+
+
+async def test_client_adopts_welcome_weights_after_a_fresh_server_restart():
+    """After a restart from scratch (version back to 0) the welcome's weights are adopted, not refused."""
+    async with serving() as first:
+        client = BotClient(ClientConfig(first.url, "loyal", OBS_DIM, ACT_DIM, n_agents=2, reconnect=False))
+        await client.connect()
+        first.trainer.version = 5
+        first.trainer.snapshot = first.trainer._make_snapshot()
+        first.trainer._publish(first.trainer.snapshot)
+        deadline = time.monotonic() + timeout(5)
+        while client.policy.version != 5 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert client.policy.version == 5
+        await client.close()
+    async with serving() as second:
+        client.config = ClientConfig(second.url, "loyal", OBS_DIM, ACT_DIM, n_agents=2, reconnect=False)
+        client._closing = False
+        await client.connect()
+        assert client.policy.version == 0
+        await client.send(batch(seq=0))
+        await client.close()
+        assert second.metrics.counter_total("frames_rejected") == 0
+
+
+async def test_oversized_batches_are_split_by_the_client(aserver):
+    """A batch above the server's max_batch is sent as several valid messages."""
+    client = BotClient(ClientConfig(aserver.url, "wide", OBS_DIM, ACT_DIM, n_agents=2))
+    await client.connect()
+    await client.send(batch(n=2500))
+    assert client.stats.messages_sent == 3
+    await client.close()
+    deadline = time.monotonic() + timeout(5)
+    while aserver.sessions and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert aserver.accounting()["received"] == 2500
+
+
+@pytest.mark.parametrize("kind", ["ppo", "td3"])
+def test_rollback_copy_is_deep_exact_and_keeps_state_dict_types(kind):
+    """The trainer's rollback copy (copy_state, not copy.deepcopy: see its docstring) equals the agent's
+    state value for value and type (a module state_dict stays an OrderedDict with its _metadata), shares
+    no tensor with it, and restores the agent exactly."""
+    import collections
+
+    import torch
+
+    from agents import make_agent
+    from server.trainer import copy_state
+
+    agent = make_agent(kind, 3, 2)
+    state = {k: v for k, v in agent.state_dict().items() if k != "replay"}
+    copied = copy_state(state)
+
+    def same(a, b):
+        assert type(a) is type(b)
+        if isinstance(a, torch.Tensor):
+            assert torch.equal(a, b) and a.dtype == b.dtype and a.data_ptr() != b.data_ptr()
+        elif isinstance(a, dict):
+            assert list(a) == list(b) and getattr(a, "_metadata", None) == getattr(b, "_metadata", None)
+            for key in a:
+                same(a[key], b[key])
+        elif isinstance(a, list | tuple):
+            assert len(a) == len(b)
+            for x, y in zip(a, b, strict=True):
+                same(x, y)
+        else:
+            assert a == b or (a != a and b != b)  # NaN equals NaN here
+
+    same(state, copied)
+    assert any(isinstance(v, collections.OrderedDict) and hasattr(v, "_metadata") for v in copied.values())
+    with torch.no_grad():
+        for value in agent.state_dict().values():
+            if isinstance(value, dict):
+                for tensor in value.values():
+                    if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
+                        tensor.add_(1.0)  # the live state moves on; the copy must not
+    agent.rollback(copy_state(copied))
+    same({k: v for k, v in agent.state_dict().items() if k != "replay"}, copied)

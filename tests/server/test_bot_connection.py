@@ -1,0 +1,460 @@
+"""Sans-I/O tests of one bot's protocol (server/bot_connection.py): raw frames in, a decision out — no sockets.
+
+Each expectation is the documented one (docs/protocol.md §5.1, §6, §7, §8) that the over-socket
+tests (tests/server/test_app.py, tests/reliability/) also hold the live server to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import msgpack
+import numpy as np
+import pytest
+
+from bot_protocol import (
+    Architecture,
+    Bye,
+    CloseCode,
+    Credit,
+    Error,
+    Hello,
+    Message,
+    TransitionBatch,
+    Weights,
+    Welcome,
+    decode_from_server,
+    encode,
+)
+from server.bot_connection import BotConnection, BotRules, Close, Decision
+from server.config import ServerConfig
+from server.credit import session_limits, withheld_credit
+from server.metrics import Metrics
+from server.transition_queue import Arrival, TransitionQueue
+from server.weights import WeightsSnapshot
+
+OBS, ACT, AGENTS = 3, 2, 2
+CURRENT = (0, 5)
+"""The newest published (generation, version) in these tests."""
+LOG = logging.getLogger("tests.bot_connection")
+
+
+def snapshot(generation: int = CURRENT[0], version: int = CURRENT[1]) -> WeightsSnapshot:
+    tensors = {
+        "l0.weight": np.zeros((ACT, OBS), np.float32),
+        "l0.bias": np.zeros(ACT, np.float32),
+        "log_std": np.zeros(ACT, np.float32),
+    }
+    weights = Weights.pack(generation, version, Architecture("gaussian_mlp", (OBS, ACT), "tanh", -3.0, 0.0), tensors)
+    return WeightsSnapshot(generation, version, weights, encode(weights), 0.0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FullQueue(TransitionQueue):
+    """A queue at its high-water mark whatever it holds (a trainer that never drains)."""
+
+    def at_high_water(self, incoming_bytes: int = 0, incoming_steps: int = 0) -> bool:
+        return True
+
+
+class WatchedQueue(TransitionQueue):
+    """Records, at each credit decision, the steps queued and the steps about to be."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked: list[tuple[int, int]] = []
+        self._putting = False
+
+    def put(self, arrival: Arrival) -> bool:
+        self._putting = True  # put() asks too, for its own return value: not a credit decision
+        try:
+            return super().put(arrival)
+        finally:
+            self._putting = False
+
+    def at_high_water(self, incoming_bytes: int = 0, incoming_steps: int = 0) -> bool:
+        if not self._putting:
+            self.asked.append((self.steps, incoming_steps))
+        return super().at_high_water(incoming_bytes, incoming_steps)
+
+
+def connect(
+    config: ServerConfig | None = None, queue: TransitionQueue | None = None, clock: Clock | None = None
+) -> tuple[BotConnection, Metrics, Welcome]:
+    """A connection past a good hello, with its metrics and the welcome it was sent."""
+    metrics = Metrics()
+    rules = BotRules.from_config(config or ServerConfig(), OBS, ACT, reward_terms=True)
+    bot = BotConnection(rules, metrics, queue if queue is not None else TransitionQueue(1 << 30), LOG, clock=clock or Clock())
+    decision = bot.receive_hello(encode(Hello("unit", OBS, ACT, n_agents=AGENTS)), snapshot(), "ppo")
+    assert decision.close is None and not decision.queued
+    (welcome,) = replies(decision)
+    assert isinstance(welcome, Welcome)
+    return bot, metrics, welcome
+
+
+def replies(decision: Decision) -> list[Message]:
+    return [decode_from_server(frame) for frame in decision.replies]
+
+
+def errors(decision: Decision) -> list[tuple[str, int | None]]:
+    return [(m.code, m.ref) for m in replies(decision) if isinstance(m, Error)]
+
+
+def credits(decision: Decision) -> list[Credit]:
+    return [m for m in replies(decision) if isinstance(m, Credit)]
+
+
+def tr(seq: int, n: int = 4, version: int = CURRENT[1], generation: int = CURRENT[0], rew: float = 1.0) -> bytes:
+    """One 'tr' frame of ``n`` rows (no episode ends); ``rew`` lets a test plant a bad value."""
+    batch = TransitionBatch(
+        seq=seq,
+        generation=generation,
+        version=version,
+        agent=(np.arange(n) % AGENTS).astype(np.uint32),
+        episode=np.zeros(n, np.uint32),
+        obs=np.full((n, OBS), 0.5, np.float32),
+        act=np.zeros((n, ACT), np.float32),
+        logp=np.full(n, -1.0, np.float32),
+        flags=np.zeros(n, np.uint8),
+        rew=np.full(n, rew, np.float32),
+    )
+    return encode(batch)
+
+
+def steps(decision: Decision) -> int:
+    return sum(arrival.steps for arrival in decision.queued)
+
+
+# ── the handshake (§5.1, §3.1) ────────────────────────────────────────────────
+
+
+def test_a_good_hello_is_welcomed_with_limits_credit_and_the_current_weights():
+    config = ServerConfig(credit_window=5, max_batch=64)
+    bot, metrics, welcome = connect(config)
+    assert welcome.bot_id == "unit-1" and welcome.agent == "ppo" and len(welcome.session) == 16
+    assert welcome.limits == session_limits(config) and welcome.limits.credit_window == 5
+    assert welcome.credit == 5
+    assert (welcome.weights.generation, welcome.weights.version) == CURRENT
+    session = bot.session
+    assert (session.bot_id, session.session_id, session.last_seq) == ("unit-1", welcome.session, -1)
+    assert session.slot.delivered == CURRENT  # the welcome's weights count as delivered
+    assert metrics.counter_total("handshakes_rejected") == 0
+
+
+def test_bot_ids_are_the_name_cut_to_40_characters_and_a_process_wide_number():
+    rules = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
+    numbers = iter([7, 8])
+    first = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG, numbers)
+    second = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG, numbers)
+    first.receive_hello(encode(Hello("x" * 64, OBS, ACT)), snapshot(), "ppo")
+    second.receive_hello(encode(Hello("x" * 64, OBS, ACT)), snapshot(), "ppo")
+    assert (first.session.bot_id, second.session.bot_id) == ("x" * 40 + "-7", "x" * 40 + "-8")
+
+
+def hello_frame(**fields: object) -> bytes:
+    wire = {"v": 1, "t": "hello", "name": "unit", "obs_dim": OBS, "act_dim": ACT, "n_agents": 1, "reward": "scalar"}
+    wire.update(fields)
+    return msgpack.packb(wire, use_bin_type=True)
+
+
+@pytest.mark.parametrize(
+    ("frame", "code", "reason"),
+    [
+        (hello_frame(obs_dim=OBS + 1), "bad_hello", f"this run trains obs_dim={OBS}, act_dim={ACT}; hello declared"),
+        (hello_frame(act_dim=ACT + 3), "bad_hello", f"this run trains obs_dim={OBS}, act_dim={ACT}; hello declared"),
+        (hello_frame(n_agents=5), "bad_hello", "n_agents 5 exceeds 4"),  # above this server's max_agents_per_bot
+        (hello_frame(reward="terms"), "bad_hello", "this server has no reward function for reward terms"),
+        (hello_frame(n_agents=5000), "bad_field", ""),  # above the protocol's 4096
+        (hello_frame(v=2), "bad_version", "unsupported protocol version"),
+        (tr(0), "unexpected", "'tr' before the hello/welcome handshake"),
+        (encode(Bye("early")), "unexpected", "the first message must be 'hello'"),
+        (b"\xc1 not msgpack", "undecodable", ""),
+    ],
+)
+def test_a_refused_hello_gets_its_error_then_close_1008(frame: bytes, code: str, reason: str):
+    metrics = Metrics()
+    bot = BotConnection(
+        BotRules.from_config(ServerConfig(max_agents_per_bot=4), OBS, ACT, reward_terms=False),
+        metrics,
+        TransitionQueue(1 << 20),
+        LOG,
+    )
+    decision = bot.receive_hello(frame, snapshot(), "ppo")
+    (error,) = replies(decision)
+    assert isinstance(error, Error) and error.code == code and error.ref is None
+    assert decision.close is not None and decision.close.code == CloseCode.POLICY_VIOLATION
+    assert decision.close.reason.startswith(reason) and decision.close.reason == error.msg[:120]
+    assert metrics.counter("handshakes_rejected", reason=code) == 1
+    with pytest.raises(RuntimeError):
+        bot.session  # noqa: B018  # no session was opened
+
+
+def test_a_terms_hello_is_welcomed_where_the_run_has_a_reward_function():
+    """``reward_terms`` (a server started with a reward function) is what makes terms mode available."""
+    rules = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
+    bot = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG)
+    (welcome,) = replies(bot.receive_hello(hello_frame(reward="terms"), snapshot(), "ppo"))
+    assert isinstance(welcome, Welcome) and bot.session.terms
+
+
+def test_a_text_frame_closes_1003_without_an_error_before_and_after_the_hello():
+    rules = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
+    bot = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG)
+    assert bot.receive_hello("hello?", snapshot(), "ppo") == Decision(
+        close=Close(CloseCode.UNSUPPORTED_DATA, "binary frames only")
+    )
+    bot, metrics, _ = connect()
+    decision = bot.receive([tr(0), "hello as text"], CURRENT)
+    assert steps(decision) == 4 and not errors(decision)  # what came before the text frame is kept
+    assert decision.close == Close(CloseCode.UNSUPPORTED_DATA, "binary frames only")
+    assert metrics.counter("frames_closed", reason="text_frame") == 1
+    assert metrics.counter_total("frames_rejected") == 0
+
+
+# ── accepting frames ─────────────────────────────────────────────────────────
+
+
+def test_frames_that_arrive_together_are_counted_and_queued_as_one_arrival():
+    bot, metrics, _ = connect()
+    decision = bot.receive([tr(0), tr(1), tr(2)], CURRENT)
+    assert decision.close is None and not errors(decision)
+    (arrival,) = decision.queued
+    assert arrival.batch is not None and arrival.batch.n == 12 and arrival.batch.seq == 2
+    assert (arrival.session, arrival.index) == (bot.session.session_id, 0)
+    assert metrics.counter("transitions_received") == 12
+    assert metrics.counter("frames_accepted") == 3 and metrics.counter("frame_groups") == 1
+    session = bot.session
+    assert (session.last_seq, session.steps_accepted, session.frames_accepted) == (2, 12, 3)
+    assert session.acting_version == CURRENT
+
+
+def test_runs_of_one_policy_version_become_one_arrival_each():
+    bot, _, _ = connect()
+    decision = bot.receive([tr(0, version=3), tr(1, version=3), tr(2, version=4)], CURRENT)
+    assert [(a.batch.version, a.batch.n) for a in decision.queued if a.batch is not None] == [(3, 8), (4, 4)]
+    assert bot.session.acting_version == (0, 4)
+
+
+# ── credit (§6) ──────────────────────────────────────────────────────────────
+
+
+def test_credit_goes_back_in_one_message_once_three_quarters_of_the_window_are_owed():
+    bot, _, welcome = connect()  # window 8: a grant from 6 owed
+    first = bot.receive([tr(s) for s in range(5)], CURRENT)
+    assert credits(first) == []  # 5 owed: below the mark
+    second = bot.receive([tr(5)], CURRENT)
+    assert credits(second) == [Credit(grant=6, ack=4)]  # ack: the highest seq accepted before this group
+    assert bot.session.credit.available == welcome.credit - 6 + 6
+
+
+def test_credit_is_paid_before_the_frames_it_pays_for_are_answered():
+    """Credit goes back as soon as frames are read (§6): a whole window refused for a version never published
+    is owed like a window of accepted frames, and its credit message comes before its errors."""
+    bot, _, welcome = connect()
+    decision = bot.receive([tr(s, version=99) for s in range(welcome.credit)], CURRENT)
+    kinds = [type(m).__name__ for m in replies(decision)]
+    assert kinds == ["Credit"] + ["Error"] * welcome.credit
+    assert credits(decision) == [Credit(grant=welcome.credit, ack=0)]
+    assert not decision.queued and decision.close is None
+
+
+def test_a_tr_beyond_the_credit_is_refused_no_credit_and_spends_nothing():
+    bot, metrics, welcome = connect(queue=FullQueue(1 << 20))  # the queue is full: nothing comes back
+    decision = bot.receive([tr(s) for s in range(welcome.credit + 1)], CURRENT)
+    assert errors(decision) == [("no_credit", None)]
+    assert credits(decision) == []
+    assert steps(decision) == 4 * welcome.credit  # the refused frame is dropped
+    assert metrics.counter("frames_rejected", code="no_credit") == 1
+    account = bot.session.credit
+    assert (account.available, account.owed, account.withheld) == (0, welcome.credit, True)
+
+
+def test_a_tr_read_at_zero_credit_passes_once_the_frames_before_it_earned_credit_back():
+    """A window refused for a version never published is answered before the next frame is looked at;
+    its first rejection pays the window back, so the frame after it has credit again."""
+    bot, metrics, welcome = connect()
+    decision = bot.receive([tr(s, version=99) for s in range(welcome.credit)] + [tr(welcome.credit)], CURRENT)
+    assert [code for code, _ in errors(decision)] == ["bad_field"] * welcome.credit
+    assert credits(decision) == [Credit(grant=welcome.credit, ack=0)]
+    assert steps(decision) == 4 and metrics.counter("frames_rejected", code="no_credit") == 0
+    assert bot.session.last_seq == welcome.credit
+
+
+def test_withheld_credit_comes_back_after_the_next_drain_whatever_is_owed():
+    bot, _, _ = connect(queue=FullQueue(1 << 20))
+    bot.receive([tr(0), tr(1)], CURRENT)  # 2 owed, below the mark, and withheld anyway
+    session = bot.session
+    assert list(withheld_credit([session], queue_full=True)) == []  # still full: still withheld
+    assert list(withheld_credit([session], queue_full=False)) == [(session, Credit(grant=2, ack=1))]
+    assert list(withheld_credit([session], queue_full=False)) == []  # paid once
+    assert (session.credit.available, session.credit.owed, session.credit.withheld) == (8, 0, False)
+
+
+def test_frames_just_read_count_as_queued_so_a_group_that_fills_the_queue_earns_no_credit():
+    queue = WatchedQueue(1 << 30, credit_steps=24)
+    bot, _, _ = connect(queue=queue)
+    decision = bot.receive([tr(s) for s in range(6)], CURRENT)  # 6 owed, but their 24 steps reach the mark
+    assert credits(decision) == [] and bot.session.credit.withheld
+    assert steps(decision) == 24 and queue.steps == 24
+    assert queue.asked == [(0, 24)]
+
+
+def test_a_rejected_frame_is_a_grant_point_that_sees_what_this_decision_queued():
+    queue = WatchedQueue(1 << 30)
+    bot, _, _ = connect(queue=queue)
+    bot.receive([tr(s) for s in range(5)], CURRENT)
+    queue.asked.clear()
+    decision = bot.receive([tr(5), tr(6), encode(Hello("again", OBS, ACT)), tr(7)], CURRENT)
+    assert errors(decision) == [("unexpected", None)]
+    assert credits(decision) == [Credit(grant=7, ack=6)]  # at the hello's rejection: 7 owed
+    assert queue.asked == [(20 + 8, 0), (20 + 8, 4)]  # at the rejection, seqs 5 and 6 were on the queue already
+    assert steps(decision) == 12 and queue.steps == 20 + 12
+
+
+# ── sequence numbers (§7.1 duplicate) and versions (§8) ─────────────────────
+
+
+def test_a_replayed_or_older_seq_is_refused_duplicate_and_never_queued_twice():
+    bot, metrics, _ = connect()
+    decision = bot.receive([tr(s) for s in (0, 1, 2, 1, 5, 4, 5, 6)], CURRENT)
+    assert errors(decision) == [("duplicate", 1), ("duplicate", 4), ("duplicate", 5)]
+    assert steps(decision) == 5 * 4  # seqs 0, 1, 2, 5, 6, once each
+    assert bot.session.last_seq == 6
+    assert metrics.counter("seq_gaps") == 1 and metrics.counter("seq_gap_frames") == 2  # 3 and 4
+    assert metrics.counter("frames_rejected", code="duplicate") == 3
+    again = bot.receive([tr(6)], CURRENT)  # in a later group too
+    assert errors(again) == [("duplicate", 6)] and not again.queued
+    assert metrics.counter("transitions_received") == 20
+
+
+def test_an_older_policy_is_accepted_and_one_never_published_is_refused_bad_field():
+    bot, metrics, _ = connect()
+    decision = bot.receive([tr(0, version=1), tr(1, version=CURRENT[1] + 1), tr(2, generation=0, version=0)], CURRENT)
+    assert errors(decision) == [("bad_field", 1)]
+    (error,) = [m for m in replies(decision) if isinstance(m, Error)]
+    assert error.msg == "policy (gen, ver) newer than any published"
+    assert [(a.batch.version, a.batch.n) for a in decision.queued if a.batch is not None] == [(1, 4), (0, 4)]
+    assert metrics.counter("transitions_received") == 8
+    newer_generation = bot.receive([tr(3, generation=1, version=0)], CURRENT)
+    assert errors(newer_generation) == [("bad_field", 3)]
+
+
+# ── a bad value in a group ───────────────────────────────────────────────────
+
+
+def test_a_bad_value_in_a_group_keeps_the_good_frames_and_counts_the_bad_one_once():
+    """The group is answered frame by frame, as if each had come alone (one arrival and group each)."""
+    bot, metrics, _ = connect()
+    frames = [tr(0), tr(1), tr(2, rew=float("nan")), tr(3), tr(4, rew=2e6)]
+    decision = bot.receive(frames, CURRENT)
+    assert errors(decision) == [("nonfinite", 2), ("range", 4)]
+    assert [a.batch.seq for a in decision.queued if a.batch is not None] == [0, 1, 3]
+    assert metrics.counter("frames_rejected", code="nonfinite") == 1
+    assert metrics.counter("frames_rejected", code="range") == 1
+    assert metrics.counter("transitions_received") == 12 and metrics.counter("frames_accepted") == 3
+    assert metrics.counter("frame_groups") == 3
+    assert bot.session.last_seq == 3
+
+
+def test_in_a_group_with_a_bad_value_each_frame_is_checked_values_first_then_seq():
+    bot, _, _ = connect()
+    decision = bot.receive([tr(0), tr(1, rew=float("inf")), tr(1), tr(0)], CURRENT)
+    assert errors(decision) == [("nonfinite", 1), ("duplicate", 0)]  # seq 1 was never accepted: its resend is
+    assert [a.batch.seq for a in decision.queued if a.batch is not None] == [0, 1]
+
+
+def test_a_long_group_with_a_bad_value_is_answered_in_one_pass():
+    window = 256
+    bot, metrics, _ = connect(ServerConfig(credit_window=window))
+    frames = [tr(s, n=1, rew=float("nan") if s == 100 else 1.0) for s in range(window)]
+    decision = bot.receive(frames, CURRENT)
+    assert errors(decision) == [("nonfinite", 100)]
+    assert len(decision.queued) == window - 1 and metrics.counter("frame_groups") == window - 1
+
+
+# ── malformed frames and the error budget (§7.1) ─────────────────────────────
+
+
+def test_structural_errors_name_the_seq_and_free_messages_cost_nothing():
+    bot, metrics, welcome = connect()
+    wrong_shape = msgpack.unpackb(tr(0), raw=False)
+    wrong_shape["obs"] = b"\x00" * 12
+    decision = bot.receive(
+        [
+            msgpack.packb(wrong_shape, use_bin_type=True),
+            msgpack.packb({"v": 1, "t": "teleport", "seq": 9}),
+            encode(Error("bad_weights", "sha256 mismatch")),  # a bot's error: logged, free
+            encode(Hello("again", OBS, ACT)),
+            tr(1),
+        ],
+        CURRENT,
+    )
+    assert errors(decision) == [("shape", 0), ("unknown_type", 9), ("unexpected", None)]
+    assert steps(decision) == 4 and decision.close is None
+    assert bot.session.credit.available + bot.session.credit.owed == welcome.credit  # 2 'tr's spent, 2 owed
+    assert bot.session.credit.owed == 2
+    assert metrics.counter_total("frames_rejected") == 3
+
+
+def test_the_error_that_exhausts_the_budget_is_sent_then_close_1008():
+    clock = Clock()
+    bot, metrics, _ = connect(ServerConfig(error_budget=4, error_window=60.0), clock=clock)
+    unknown = msgpack.packb({"v": 1, "t": "teleport"})
+    first = bot.receive([unknown, unknown, unknown], CURRENT)
+    assert len(errors(first)) == 3 and first.close is None
+    clock.now += 61.0  # the window forgets those three
+    second = bot.receive([unknown, unknown, unknown], CURRENT)
+    assert len(errors(second)) == 3 and second.close is None
+    third = bot.receive([unknown, tr(0)], CURRENT)  # the 4th in 60 s: answered, then closed; the rest unread
+    assert errors(third) == [("unknown_type", None)]
+    assert third.close == Close(CloseCode.POLICY_VIOLATION, "too many errors")
+    assert not third.queued and metrics.counter("transitions_received") == 0
+
+
+def test_errors_in_a_group_stop_at_the_one_that_exhausts_the_budget():
+    bot, _, _ = connect(ServerConfig(error_budget=2))
+    decision = bot.receive([tr(0), tr(0), tr(0), tr(1)], CURRENT)
+    assert errors(decision) == [("duplicate", 0), ("duplicate", 0)]
+    assert decision.close == Close(CloseCode.POLICY_VIOLATION, "too many errors")
+    assert not decision.queued  # the group was never queued
+
+
+def test_the_third_undecodable_frame_closes_1008_without_an_error():
+    bot, metrics, _ = connect()
+    decision = bot.receive([b"\xc1 not msgpack", b"\x93\x01\x02", b"\xc1"], CURRENT)
+    assert errors(decision) == [("undecodable", None), ("undecodable", None)]
+    assert decision.close == Close(CloseCode.POLICY_VIOLATION, "too many undecodable frames")
+    assert metrics.counter("frames_closed", reason="too_many_undecodable") == 1
+    assert metrics.counter("frames_rejected", code="undecodable") == 2
+
+
+def test_another_protocol_version_after_the_hello_closes_1008_without_an_error():
+    bot, metrics, _ = connect()
+    decision = bot.receive([tr(0), msgpack.packb({"v": 2, "t": "tr"})], CURRENT)
+    assert steps(decision) == 4 and not errors(decision)
+    assert decision.close == Close(CloseCode.POLICY_VIOLATION, "unsupported protocol version")
+    assert metrics.counter("frames_closed", reason="bad_version") == 1
+
+
+def test_bye_closes_1000_after_what_came_before_it_is_queued():
+    bot, _, _ = connect()
+    decision = bot.receive([tr(0), encode(Bye("done")), tr(1)], CURRENT)
+    assert steps(decision) == 4
+    assert decision.close == Close(CloseCode.NORMAL, "bye")
+
+
+def test_rules_are_validated_at_construction():
+    good = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
+    with pytest.raises(ValueError, match="obs_dim"):
+        dataclasses.replace(good, obs_dim=0)
+    with pytest.raises(ValueError, match="error_window"):
+        dataclasses.replace(good, error_window=0.0)
