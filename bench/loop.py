@@ -58,8 +58,8 @@ What is measured
    number of updates done and their size are reported.
 
 3. **Hot-swap latency**: 64 idle :class:`BotClient` bots on one loop in the sender
-   process. This process publishes new versions exactly as ``Trainer._update`` does
-   (bump ``version``, ``_make_snapshot()``, ``_publish``), from a bench thread, every
+   process. This process publishes new versions exactly as ``Trainer.update`` does
+   (bump ``version``, ``Trainer.republish()``), from a bench thread, every
    ~0.25 s. ``WeightsSnapshot.published_at`` and the bots' ``ClientStats.swap_times``
    are both ``time.monotonic()`` (CLOCK_MONOTONIC: one clock for all processes on
    Linux). Latency = swap time - publish time, for every (bot, version) pair, and
@@ -937,9 +937,8 @@ def bench_hot_swap(worker: SenderWorker, settings: Settings) -> dict[str, Any]:
             for _ in range(settings.swap_publishes):
                 time.sleep(settings.swap_interval * rng.uniform(0.8, 1.2))
                 trainer.version += 1
-                trainer.snapshot = trainer._make_snapshot()
+                trainer.republish()  # the latencies are read after the run, so recording it after is safe
                 published[trainer.snapshot.version] = trainer.snapshot.published_at
-                trainer._publish(trainer.snapshot)
 
         publisher = threading.Thread(target=publish_all, name="bench-publisher")
         publisher.start()

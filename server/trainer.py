@@ -1,9 +1,11 @@
 """The trainer thread: drain the queue, filter stale data, update the agent, publish weights.
 
 :meth:`Trainer.step` does one unit of work and can be called directly (tests do);
-the thread is a thin loop around it. The trainer owns the networks and never touches
-a socket: new weights reach the event loop only through the ``publish`` callback,
-which the server wires to ``loop.call_soon_threadsafe``.
+the thread is a thin loop around it. Callers that assemble segments themselves hand them over
+with :meth:`Trainer.feed` and train with :meth:`Trainer.update`; :meth:`Trainer.republish`,
+:meth:`Trainer.request_checkpoint` and the ``clock`` argument are the other seams.
+The trainer owns the networks and never touches a socket: new weights reach the event
+loop only through the ``publish`` callback, which the server wires to ``loop.call_soon_threadsafe``.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class Trainer:
             quota); the server then shuts down and its command exits non-zero.
         reward: the run's reward function for terms-mode sessions (the game's; see
             :mod:`server.rewards`). None: scalar-reward sessions only.
+        clock: seconds, for the checkpoint schedule and the restart quota (tests pass one they
+            advance by hand; the heartbeat the server's watchdog reads stays on ``time.monotonic``).
 
     Supervision (ML-Agents' pattern): an exception inside :meth:`step` restarts the trainer
     from the newest valid checkpoint (or the last good state in memory) with a new
@@ -103,8 +107,10 @@ class Trainer:
         segment_steps: int = 256,
         on_fatal: Callable[[BaseException], None] = lambda exc: None,
         reward: RewardFunction | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.agent = agent
+        self._clock = clock
         self.builder = SegmentBuilder(segment_steps, reward)
         self.queue = queue
         self.metrics = metrics
@@ -132,9 +138,10 @@ class Trainer:
         self._lag_stats: tuple[int, int, int, int] | None = None
         """(count, sum, min, max) of the policy lag of segments kept since the last update: running
         figures, not a list, so a trainer that waits long for a rollout holds nothing per segment."""
-        self._last_checkpoint = time.monotonic()
+        self._last_checkpoint = self._clock()
         self._first_update_at: float | None = None
         """When this run's first update ended: the first checkpoint is due ``first_checkpoint_after`` later."""
+        self._checkpoint_requested = False
         self._updated = False
         """Whether the last :meth:`step` ran an update (else a drain only: the run loop pauses)."""
         self.handover_lock = threading.Lock()
@@ -213,7 +220,7 @@ class Trainer:
 
     def _restart(self, exc: Exception) -> bool:
         """Recover from a crash inside :meth:`step` if the quota allows; False to give up."""
-        now = time.monotonic()
+        now = self._clock()
         cfg = self.config
         if self.restarts >= cfg.max_restarts or now - self._last_restart < cfg.restart_interval:
             return False
@@ -289,31 +296,31 @@ class Trainer:
             with self.handover_lock:
                 arrivals = self.queue.drain(self.agent.drain_steps)
                 if arrivals:
-                    kept = self._filter(self.builder.add(arrivals))
+                    self._hand_over(self.builder.add(arrivals))
                     for left in (a.bot for a in arrivals if a.batch is None):
                         self._forget_bot(left)
-                    self.agent.observe(kept)
-                    self.held_steps += sum(s.steps for s in kept)
             if arrivals:
                 self._on_drained()
-        did_update = self.agent.ready() and self._update()
+        did_update = self.update()
         self._updated = did_update
         if did_update and self._first_update_at is None:
-            self._first_update_at = time.monotonic()
+            self._first_update_at = self._clock()
         if self._checkpoint_due():
+            self._checkpoint_requested = False
             if self.store is not None:
                 self.save_checkpoint()
             else:
-                self._last_checkpoint = time.monotonic()
+                self._last_checkpoint = self._clock()
             if self._state_is_finite():
-                self._last_good = self._good_state()
+                self.remember_good_state()
         self.metrics.set("trainer_pending_steps", self.held_steps)
         return bool(arrivals) or did_update
 
     def _checkpoint_due(self) -> bool:
-        """Every ``checkpoint_interval`` s; the first one already ``first_checkpoint_after`` s after the first update."""
-        now = time.monotonic()
-        if now - self._last_checkpoint >= self.config.checkpoint_interval:
+        """Every ``checkpoint_interval`` s; the first one already ``first_checkpoint_after`` s after the first update;
+        at once after :meth:`request_checkpoint`."""
+        now = self._clock()
+        if self._checkpoint_requested or now - self._last_checkpoint >= self.config.checkpoint_interval:
             return True
         first = self._first_update_at
         return (
@@ -321,6 +328,32 @@ class Trainer:
             and self._last_checkpoint <= first  # none written since the first update
             and now - first >= self.config.first_checkpoint_after
         )
+
+    def feed(self, segments: list[Segment]) -> int:
+        """Hand assembled segments to the agent exactly as a drain does (filtered, returns tracked,
+        counted as held); the next :meth:`step` or :meth:`update` trains on them. Returns the steps kept.
+
+        The seam for callers that assemble segments themselves, tests among them: the queue and the
+        segment builder are bypassed, nothing else is.
+        """
+        with self.handover_lock:
+            return self._hand_over(segments)
+
+    def _hand_over(self, segments: list[Segment]) -> int:
+        """Filter ``segments`` and give the kept ones to the agent; the caller holds ``handover_lock``."""
+        kept = self._filter(segments)
+        self.agent.observe(kept)
+        steps = sum(s.steps for s in kept)
+        self.held_steps += steps
+        return steps
+
+    def request_checkpoint(self) -> None:
+        """Make the next :meth:`step` write a checkpoint (and refresh the rollback state), whatever the clock says."""
+        self._checkpoint_requested = True
+
+    def open_episodes(self, bot: str) -> list[int]:
+        """The agents of ``bot`` whose episode's running return the trainer still holds (empty once it left)."""
+        return sorted(agent for b, agent in self._running_returns if b == bot)
 
     def _filter(self, segments: list[Segment]) -> list[Segment]:
         kept: list[Segment] = []
@@ -377,8 +410,11 @@ class Trainer:
                 **{f"dropped_{k}": int(v) for k, v in self.metrics.by_label("transitions_dropped", "reason").items()},
             }
 
-    def _update(self) -> bool:
-        """One update and its publish; False if stale data was discarded and too little is left."""
+    def update(self) -> bool:
+        """One update and its publish, if the agent holds enough data; False if it does not (or no longer
+        does once stale data was discarded). :meth:`step` calls it after each drain."""
+        if not self.agent.ready():
+            return False
         max_lag = self.agent.max_policy_lag
         if max_lag is not None:
             # Checked at drain time too; this catches segments that aged in the agent since.
@@ -428,15 +464,23 @@ class Trainer:
         elif self.updates % self.config.publish_every == 0:
             self._skipped_in_a_row = 0
             self.version += 1
-            self.snapshot = self._make_snapshot()
             self.metrics.set("policy_version", self.version)
-            self._publish(self.snapshot)
+            self.republish()
         stats["server/policy_version"] = float(self.version)
         stats["updates"] = float(self.updates)
         self.last_metrics = stats
         if self._update_hook is not None:
             self._update_hook(stats)
         return True
+
+    def republish(self) -> None:
+        """Snapshot the networks under the current ``(generation, version)`` and publish them to every bot."""
+        self.snapshot = self._make_snapshot()
+        self._publish(self.snapshot)
+
+    def remember_good_state(self) -> None:
+        """Take the current state as the target of the next rollback (a checkpoint does this too)."""
+        self._last_good = self._good_state()
 
     def _make_snapshot(self) -> WeightsSnapshot:
         arch, tensors = self.agent.export_actor()
@@ -470,7 +514,7 @@ class Trainer:
     def save_checkpoint(self) -> None:
         """Write a checkpoint; a disk error is logged and counted, and training goes on."""
         assert self.store is not None
-        self._last_checkpoint = time.monotonic()
+        self._last_checkpoint = self._clock()
         try:
             path = self.store.save(self.state_dict(), self.generation, self.version)
         except OSError as exc:

@@ -13,6 +13,7 @@ from agents import PPOAgent, PPOConfig
 from bot_protocol import Architecture, Weights, decode_tensors, encode_tensors
 from bot_protocol.errors import ErrorCode, ProtocolError
 from bot_protocol.policy import Policy
+from tests.bot_protocol.helpers import make_weights as _weights
 
 OBS, ACT = 5, 3
 
@@ -195,3 +196,17 @@ def test_from_weights_rejects_sha256_mismatch():
             Policy.from_weights(message)
         assert info.value.code is ErrorCode.BAD_WEIGHTS
         assert "sha256" in info.value.message
+
+
+# ── weights checks ───────────────────────────────────────────────────────────
+
+
+def test_policy_rejects_wrong_shapes_and_bad_digest():
+    """A bot keeps its policy unless the blob's digest and every tensor shape check out."""
+    weights = _weights()
+    Policy.from_weights(weights)  # the good one builds
+    with pytest.raises(ProtocolError):
+        Policy.from_weights(Weights(1, 8, weights.arch, weights.tensors, b"\x00" * 32))
+    wrong = Architecture("gaussian_mlp", (5, 2), "tanh", -3.0, 0.0)
+    with pytest.raises(ProtocolError):
+        Policy.from_weights(Weights(1, 8, wrong, weights.tensors, weights.sha256))

@@ -54,7 +54,7 @@ import time
 import urllib.request
 import weakref
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -268,14 +268,20 @@ def metric_value(url: str, series: str) -> float:
     return 0.0
 
 
-def small_trainer(directory: Path, agent: str = "ppo", resume: bool = False, interval: float = 3600.0) -> Trainer:
+def small_trainer(
+    directory: Path,
+    agent: str = "ppo",
+    resume: bool = False,
+    interval: float = 3600.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> Trainer:
     options: dict[str, Any] = {"hidden": (8,), "seed": 0}
     if agent == "ppo":
         options.update(rollout_steps=32, minibatch_size=16)
     else:
         options.update(batch_size=16, buffer_size=256, warmup_steps=16, save_replay=True)
     config = TrainerConfig(checkpoint_dir=directory, checkpoint_interval=interval, resume=resume)
-    return Trainer(make_agent(agent, 3, 2, **options), TransitionQueue(1 << 20), Metrics(), config)
+    return Trainer(make_agent(agent, 3, 2, **options), TransitionQueue(1 << 20), Metrics(), config, clock=clock)
 
 
 # ── C1: kill a bot in the middle of a round ──────────────────────────────────
@@ -529,8 +535,8 @@ async def test_c1_trainer_forgets_a_killed_bots_running_returns():
         server.accounting()  # takes the hand-over lock: the drain that took the cut has finished filtering it
         (bot_id,) = stats.accepted
         spy.check_cut(bot_id, stats.accepted[bot_id])
-        left = [key for key in list(server.trainer._running_returns) if key[0] == bot_id]
-        assert not left, f"trainer still holds running returns for {left}"
+        left = server.trainer.open_episodes(bot_id)
+        assert not left, f"trainer still holds running returns for agents {left} of {bot_id}"
 
 
 # ── C2: reconnect storm after a server restart (T2) ──────────────────────────
@@ -962,10 +968,12 @@ def test_c5_disk_full_or_eio_during_a_checkpoint(tmp_path, monkeypatch, caplog, 
     once per checkpoint interval (then it succeeds once the disk recovers)."""
     interval = 3600.0  # nothing falls due by itself: the test makes the periodic checkpoint due
 
-    def make_due() -> None:
-        trainer._last_checkpoint = time.monotonic() - interval
+    now = [0.0]
 
-    trainer = small_trainer(tmp_path / "ckpt", interval=interval)
+    def make_due() -> None:
+        now[0] += interval
+
+    trainer = small_trainer(tmp_path / "ckpt", interval=interval, clock=lambda: now[0])
     _feed_one_update(trainer)
     trainer.save_checkpoint()
     good = trainer.store.checkpoints()[0]

@@ -591,7 +591,7 @@ AMPLIFIERS = {
 def test_d4_amplification_frames_rejected_fast_and_small(name):
     """1 MiB of 0x90/0x80/0xc0 in an array32/map32 (bare or in a hello): undecodable in < 1 ms
     (median; M11 measured 194 ms and 72 MiB with msgpack's defaults) with a tracemalloc peak < 1 MiB.
-    Covered in part by test_protocol.py::test_amplification_frame_rejected_cheaply."""
+    Covered in part by tests/bot_protocol/test_codec.py::test_amplification_frame_rejected_cheaply."""
     data = AMPLIFIERS[name]
     times = _timed_refusals(data, ErrorCode.UNDECODABLE, 30)
     assert statistics.median(times) < 1e-3, f"median {statistics.median(times) * 1e3:.3f} ms"
@@ -615,7 +615,7 @@ GIANT_HEADERS = {
 @pytest.mark.parametrize("kind", list(GIANT_HEADERS))
 def test_d5_4g_length_headers_rejected_without_allocating(kind, where):
     """A 5–6 byte header claiming 4 G elements/bytes: undecodable in < 0.1 ms, nothing above 64 KiB
-    allocated. Bare headers are also in test_protocol.py::test_garbage_and_giant_headers_rejected."""
+    allocated. Bare headers are also in tests/bot_protocol/test_codec.py::test_garbage_and_giant_headers_rejected."""
     data = GIANT_HEADERS[kind] if where == "bare" else ENVELOPE + GIANT_HEADERS[kind] + b"\x00" * 64
     times = _timed_refusals(data, ErrorCode.UNDECODABLE, 200)
     assert statistics.median(times) < 1e-4, f"median {statistics.median(times) * 1e6:.1f} µs"
@@ -631,7 +631,7 @@ def test_d5_4g_length_headers_rejected_without_allocating(kind, where):
 )
 def test_d6_deep_nesting_rejected(unit, depth):
     """1,025 and 100,000 levels (and just past MAX_CONTAINERS) of arrays or maps: undecodable, fast.
-    Also in test_protocol.py::test_deep_nesting_rejected (maps only)."""
+    Also in tests/bot_protocol/test_codec.py::test_deep_nesting_rejected (maps only)."""
     data = unit * depth + b"\xc0"
     start = time.perf_counter()
     assert_refused(ErrorCode.UNDECODABLE, data)
@@ -656,7 +656,7 @@ FROM_SERVER = ["credit", "weights", "welcome", "error"]
 )
 def test_d7_trailing_bytes_rejected(tail):
     """Any byte after a valid message, or a second message, is undecodable, for every message type.
-    (test_protocol.py::test_trailing_bytes_rejected covers hello + 0x00.)"""
+    (tests/bot_protocol/test_codec.py::test_trailing_bytes_rejected covers hello + 0x00.)"""
     seeds = FUZZ.seeds()
     for name in FROM_BOT:
         frame = seeds[f"{name}.msgpack"]
@@ -687,7 +687,7 @@ BAD_KEYS = {
 @pytest.mark.parametrize("key", list(BAD_KEYS))
 def test_d8_non_string_keys_rejected_at_every_level(key):
     """int, float, bin, array, map, nil and bool keys: undecodable at the top level, in a nested map,
-    and inside a server frame's nested maps (weights.arch). Partly in test_protocol.py."""
+    and inside a server frame's nested maps (weights.arch). Partly in tests/bot_protocol/test_codec.py."""
     raw = BAD_KEYS[key]
     top = b"\x83" + pk("v") + pk(1) + pk("t") + pk("bye") + raw + pk(1)
     nested = b"\x83" + pk("v") + pk(1) + pk("t") + pk("bye") + pk("x") + b"\x81" + raw + pk(1)
@@ -728,7 +728,7 @@ def test_d9_timestamp_minus_one_is_the_96_bit_form():
 @pytest.mark.parametrize("ext", list(EXTS))
 def test_d9_ext_types_rejected(ext):
     """Every ext form (type -1 timestamps included) is undecodable: alone, as a field value, as a key.
-    Partly in test_protocol.py::test_ext_types_and_non_string_keys_rejected."""
+    Partly in tests/bot_protocol/test_codec.py::test_ext_types_and_non_string_keys_rejected."""
     raw = EXTS[ext]
     assert_refused(ErrorCode.UNDECODABLE, raw)
     assert_refused(ErrorCode.UNDECODABLE, ENVELOPE + raw)
@@ -837,7 +837,7 @@ D10_CASES: list[tuple[str, dict[str, Any], ErrorCode]] = [
 @pytest.mark.parametrize(("changes", "code"), [pytest.param(c, k, id=n) for n, c, k in D10_CASES])
 def test_d10_wrong_shapes_refused(changes, code):
     """Shapes come from the session spec, never from the bot: every mismatch is shape or bad_field.
-    Many of these are also in test_protocol.py::test_batch_shape_and_field_checks."""
+    Many of these are also in tests/bot_protocol/test_transitions.py::test_batch_shape_and_field_checks."""
     frame = _mutated(_good_batch(), changes)
     assert decode_from_bot(encode(_good_batch()), SCALAR_SPEC, MAX).n == 4  # the unmutated frame is fine
     assert_refused(code, frame)

@@ -60,8 +60,7 @@ def _online(agent: Any) -> list[torch.Tensor]:
 
 
 def _feed(trainer: Trainer, segment: Segment) -> None:
-    trainer.agent.observe([segment])
-    trainer.held_steps += segment.steps
+    assert trainer.feed([segment]) == segment.steps
 
 
 @pytest.mark.parametrize("algo", ["ppo", "td3"])
@@ -91,13 +90,13 @@ def test_n2_three_skipped_updates_in_a_row_roll_back_under_a_new_generation(algo
     published: list[Any] = []
     trainer = _trainer(_agents()[algo](), published, checkpoint_interval=1e-6)
     good = _online(trainer.agent)
-    trainer._last_good = trainer._good_state()  # the state to roll back to
+    trainer.remember_good_state()  # the state to roll back to
     with torch.no_grad():  # the learner itself goes bad: a NaN weight makes every loss NaN
         next(trainer.agent.actor.parameters()).fill_(float("nan"))
     for i in range(3):
         _feed(trainer, _segment(64, seed=i))
         while trainer.agent.ready() and trainer.generation == 0:
-            trainer._update()
+            trainer.update()
     assert trainer.metrics.counter("rollbacks", reason="nonfinite") == 1
     assert trainer.generation == 1 and published and published[-1].generation == 1
     for a, b in zip(good, _online(trainer.agent), strict=True):

@@ -462,8 +462,7 @@ async def test_s5_live_publishes_and_reconnects_never_go_back():
                 if step == 20:
                     trainer.generation += 1
                 trainer.version += 1
-                trainer.snapshot = trainer._make_snapshot()
-                trainer._publish(trainer.snapshot)
+                trainer.republish()
             await asyncio.sleep(0.002)
         latest = (trainer.generation, trainer.version)
         deadline = time.monotonic() + timeout(5)

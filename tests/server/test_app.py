@@ -14,7 +14,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_reach, play_steps
+from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_reach
 from arena.games.tank.rewards import TANK_REWARD
 from bot_protocol import SUBPROTOCOL, Error, Hello, RewardMode, TransitionBatch, Welcome, decode_from_server, encode
 from bot_protocol.client import BlockingBotClient, BotClient, ClientConfig, HandshakeRejected
@@ -87,24 +87,6 @@ def test_ppo_learns_through_the_server_with_hot_swapped_weights():
     early = np.mean([np.mean(g.finished[:16]) for g, _ in games.values()])
     late = np.mean([np.mean(g.finished[-16:]) for g, _ in games.values()])
     assert late > early + 3.0, f"mean return did not clearly improve: {early:.2f} → {late:.2f}"
-
-
-def test_blocking_client_mid_round_disconnect_keeps_every_step(server):
-    """A bot that vanishes mid-episode loses nothing: its open steps become a truncated segment."""
-    bot = BlockingBotClient(ClientConfig(server.url, "quitter", OBS_DIM, ACT_DIM, n_agents=2, batch_steps=10), seed=1)
-    bot.connect()
-    game = ReachGame(2, seed=3, max_steps=1000)
-    play_steps(bot, game, 15)  # 30 rows: 3 batches, no episode has ended
-    bot.flush()
-    asyncio.run_coroutine_threadsafe(bot.client._connection.close(), bot._loop).result(5)  # abrupt: no bye
-    deadline = time.monotonic() + timeout(10)
-    while (server.sessions or server.accounting()["open"]) and time.monotonic() < deadline:
-        time.sleep(0.02)  # the trainer closes the open segments when it drains the session's end
-    acc = server.accounting()
-    assert acc["received"] == 30
-    assert acc["open"] == 0
-    assert acc["queued"] + acc["pending_in_agent"] + acc["trained"] == 30
-    bot.close()
 
 
 async def test_wrong_token_gets_401_and_no_session():
@@ -334,95 +316,3 @@ async def test_shutdown_closes_bots_1001_and_writes_a_checkpoint(tmp_path):
         await ws.recv()
     assert ws.close_code == 1001
     assert list((tmp_path / "ckpt").glob("ckpt-0000-*.pt"))
-
-
-async def test_client_reconnects_after_a_drop(aserver):
-    """The client library reconnects with backoff and keeps sending after its connection drops."""
-    client = BotClient(ClientConfig(aserver.url, "phoenix", OBS_DIM, ACT_DIM, n_agents=2, backoff_initial=0.05))
-    await client.connect()
-    await client.send(batch(seq=0))
-    await client._connection.close()  # the server side sees an ordinary disconnect
-    await asyncio.sleep(0.1)
-    await client.send(batch(seq=0))  # seq is restamped by the client
-    assert client.stats.reconnects == 1
-    await client.close()
-    assert client.config.reward is RewardMode.SCALAR
-
-
-async def test_client_adopts_welcome_weights_after_a_fresh_server_restart():
-    """After a restart from scratch (version back to 0) the welcome's weights are adopted, not refused."""
-    async with serving() as first:
-        client = BotClient(ClientConfig(first.url, "loyal", OBS_DIM, ACT_DIM, n_agents=2, reconnect=False))
-        await client.connect()
-        first.trainer.version = 5
-        first.trainer.snapshot = first.trainer._make_snapshot()
-        first.trainer._publish(first.trainer.snapshot)
-        deadline = time.monotonic() + timeout(5)
-        while client.policy.version != 5 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        assert client.policy.version == 5
-        await client.close()
-    async with serving() as second:
-        client.config = ClientConfig(second.url, "loyal", OBS_DIM, ACT_DIM, n_agents=2, reconnect=False)
-        client._closing = False
-        await client.connect()
-        assert client.policy.version == 0
-        await client.send(batch(seq=0))
-        await client.close()
-        assert second.metrics.counter_total("frames_rejected") == 0
-
-
-async def test_oversized_batches_are_split_by_the_client(aserver):
-    """A batch above the server's max_batch is sent as several valid messages."""
-    client = BotClient(ClientConfig(aserver.url, "wide", OBS_DIM, ACT_DIM, n_agents=2))
-    await client.connect()
-    await client.send(batch(n=2500))
-    assert client.stats.messages_sent == 3
-    await client.close()
-    deadline = time.monotonic() + timeout(5)
-    while aserver.sessions and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert aserver.accounting()["received"] == 2500
-
-
-@pytest.mark.parametrize("kind", ["ppo", "td3"])
-def test_rollback_copy_is_deep_exact_and_keeps_state_dict_types(kind):
-    """The trainer's rollback copy (copy_state, not copy.deepcopy: see its docstring) equals the agent's
-    state value for value and type (a module state_dict stays an OrderedDict with its _metadata), shares
-    no tensor with it, and restores the agent exactly."""
-    import collections
-
-    import torch
-
-    from agents import make_agent
-    from server.trainer import copy_state
-
-    agent = make_agent(kind, 3, 2)
-    state = {k: v for k, v in agent.state_dict().items() if k != "replay"}
-    copied = copy_state(state)
-
-    def same(a, b):
-        assert type(a) is type(b)
-        if isinstance(a, torch.Tensor):
-            assert torch.equal(a, b) and a.dtype == b.dtype and a.data_ptr() != b.data_ptr()
-        elif isinstance(a, dict):
-            assert list(a) == list(b) and getattr(a, "_metadata", None) == getattr(b, "_metadata", None)
-            for key in a:
-                same(a[key], b[key])
-        elif isinstance(a, list | tuple):
-            assert len(a) == len(b)
-            for x, y in zip(a, b, strict=True):
-                same(x, y)
-        else:
-            assert a == b or (a != a and b != b)  # NaN equals NaN here
-
-    same(state, copied)
-    assert any(isinstance(v, collections.OrderedDict) and hasattr(v, "_metadata") for v in copied.values())
-    with torch.no_grad():
-        for value in agent.state_dict().values():
-            if isinstance(value, dict):
-                for tensor in value.values():
-                    if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
-                        tensor.add_(1.0)  # the live state moves on; the copy must not
-    agent.rollback(copy_state(copied))
-    same({k: v for k, v in agent.state_dict().items() if k != "replay"}, copied)

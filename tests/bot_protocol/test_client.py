@@ -1,0 +1,97 @@
+"""Tests of bot_protocol.client (BotClient, BlockingBotClient) against the real server on a loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+
+from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_steps
+from bot_protocol import RewardMode, TransitionBatch
+from bot_protocol.client import BlockingBotClient, BotClient, ClientConfig
+from tests.conftest import serving, timeout
+
+
+def batch(n: int = 4, seq: int = 0, version: int = 0, flags: list[int] | None = None) -> TransitionBatch:
+    """A scalar-reward batch of reach's shapes for two agents (the same as tests/server/test_app.py's ``batch``)."""
+    rng = np.random.default_rng(seq)
+    return TransitionBatch(
+        seq=seq,
+        generation=0,
+        version=version,
+        agent=(np.arange(n) % 2).astype(np.uint32),
+        episode=np.zeros(n, np.uint32),
+        obs=rng.standard_normal((n, OBS_DIM)).astype(np.float32),
+        act=rng.standard_normal((n, ACT_DIM)).astype(np.float32),
+        logp=np.full(n, -2.0, np.float32),
+        flags=np.array(flags or [0] * n, np.uint8),
+        rew=np.ones(n, np.float32),
+        next_obs=np.zeros((0, OBS_DIM), np.float32),
+    )
+
+
+def test_blocking_client_mid_round_disconnect_keeps_every_step(server):
+    """A bot that vanishes mid-episode loses nothing: its open steps become a truncated segment."""
+    bot = BlockingBotClient(ClientConfig(server.url, "quitter", OBS_DIM, ACT_DIM, n_agents=2, batch_steps=10), seed=1)
+    bot.connect()
+    game = ReachGame(2, seed=3, max_steps=1000)
+    play_steps(bot, game, 15)  # 30 rows: 3 batches, no episode has ended
+    bot.flush()
+    asyncio.run_coroutine_threadsafe(bot.client._connection.close(), bot._loop).result(5)  # abrupt: no bye
+    deadline = time.monotonic() + timeout(10)
+    while (server.sessions or server.accounting()["open"]) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the trainer closes the open segments when it drains the session's end
+    acc = server.accounting()
+    assert acc["received"] == 30
+    assert acc["open"] == 0
+    assert acc["queued"] + acc["pending_in_agent"] + acc["trained"] == 30
+    bot.close()
+
+
+async def test_client_reconnects_after_a_drop(aserver):
+    """The client library reconnects with backoff and keeps sending after its connection drops."""
+    client = BotClient(ClientConfig(aserver.url, "phoenix", OBS_DIM, ACT_DIM, n_agents=2, backoff_initial=0.05))
+    await client.connect()
+    await client.send(batch(seq=0))
+    await client._connection.close()  # the server side sees an ordinary disconnect
+    await asyncio.sleep(0.1)
+    await client.send(batch(seq=0))  # seq is restamped by the client
+    assert client.stats.reconnects == 1
+    await client.close()
+    assert client.config.reward is RewardMode.SCALAR
+
+
+async def test_client_adopts_welcome_weights_after_a_fresh_server_restart():
+    """After a restart from scratch (version back to 0) the welcome's weights are adopted, not refused."""
+    async with serving() as first:
+        client = BotClient(ClientConfig(first.url, "loyal", OBS_DIM, ACT_DIM, n_agents=2, reconnect=False))
+        await client.connect()
+        first.trainer.version = 5
+        first.trainer.republish()
+        deadline = time.monotonic() + timeout(5)
+        while client.policy.version != 5 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert client.policy.version == 5
+        await client.close()
+    async with serving() as second:
+        client.config = ClientConfig(second.url, "loyal", OBS_DIM, ACT_DIM, n_agents=2, reconnect=False)
+        client._closing = False
+        await client.connect()
+        assert client.policy.version == 0
+        await client.send(batch(seq=0))
+        await client.close()
+        assert second.metrics.counter_total("frames_rejected") == 0
+
+
+async def test_oversized_batches_are_split_by_the_client(aserver):
+    """A batch above the server's max_batch is sent as several valid messages."""
+    client = BotClient(ClientConfig(aserver.url, "wide", OBS_DIM, ACT_DIM, n_agents=2))
+    await client.connect()
+    await client.send(batch(n=2500))
+    assert client.stats.messages_sent == 3
+    await client.close()
+    deadline = time.monotonic() + timeout(5)
+    while aserver.sessions and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert aserver.accounting()["received"] == 2500

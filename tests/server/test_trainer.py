@@ -1,0 +1,304 @@
+"""The trainer (server/trainer.py) through its public seam: feed, update, step, republish, the clock.
+
+Segments are handed over with :meth:`Trainer.feed` (as a drain would after assembly), so each rule
+of the trainer is tested on its own: the staleness filter, the episode bookkeeping, publishing, the
+checkpoint schedule, and supervision after a crash. The queue → builder path is covered by
+tests/server/test_assembler.py and, over real sockets, by tests/server/test_app.py.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from agents import Segment, SegmentEnd, make_agent
+from server import TrainerConfig
+from server.metrics import Metrics
+from server.trainer import Trainer, copy_state
+from server.transition_queue import Arrival, TransitionQueue
+from server.weights import WeightsSnapshot
+from tests.conftest import timeout
+
+OBS, ACT = 3, 2
+ROLLOUT = 32
+
+
+def segment(
+    steps: int,
+    *,
+    bot: str = "b",
+    agent: int = 0,
+    generation: int = 0,
+    version: int = 0,
+    end: SegmentEnd = SegmentEnd.TRUNCATED,
+    seed: int = 0,
+) -> Segment:
+    rng = np.random.default_rng(seed)
+    obs = rng.standard_normal((steps, OBS)).astype(np.float32)
+    return Segment(
+        bot,
+        agent,
+        obs,
+        rng.uniform(-1, 1, (steps, ACT)).astype(np.float32),
+        np.full(steps, -2.0, np.float32),
+        end,
+        None if end is SegmentEnd.TERMINAL else obs[-1].copy(),
+        generation,
+        version,
+        reward=np.ones(steps, np.float32),
+    )
+
+
+class Published(list[WeightsSnapshot]):
+    """The snapshots a trainer published, in order (its ``publish`` callback)."""
+
+    def ids(self) -> list[tuple[int, int]]:
+        return [(s.generation, s.version) for s in self]
+
+
+def make_trainer(
+    algo: str = "ppo", published: Published | None = None, agent: Any = None, **config: Any
+) -> tuple[Trainer, Published]:
+    published = Published() if published is None else published
+    if agent is None:
+        options: dict[str, Any] = {"hidden": (8,), "seed": 0}
+        if algo == "ppo":
+            options.update(rollout_steps=ROLLOUT, minibatch_size=16, epochs=1)
+        else:
+            options.update(batch_size=16, buffer_size=256, warmup_steps=0, updates_per_publish=2)
+        agent = make_agent(algo, OBS, ACT, **options)
+    clock = config.pop("clock", time.monotonic)
+    trainer = Trainer(
+        agent, TransitionQueue(1 << 20), Metrics(), TrainerConfig(**config), publish=published.append, clock=clock
+    )
+    return trainer, published
+
+
+# ── feed and update ──────────────────────────────────────────────────────────
+
+
+def test_feed_then_update_trains_the_rollout_and_publishes_the_next_version():
+    trainer, published = make_trainer()
+    assert not trainer.update(), "nothing held: no update"
+    assert trainer.feed([segment(ROLLOUT)]) == ROLLOUT
+    assert trainer.held_steps == ROLLOUT
+    assert trainer.update()
+    assert published.ids() == [(0, 1)] and trainer.snapshot.version == 1
+    assert trainer.held_steps == 0 and trainer.steps_trained == ROLLOUT
+    assert trainer.metrics.counter("transitions_trained") == ROLLOUT
+    assert trainer.last_metrics["server/policy_version"] == 1.0
+
+
+def test_step_runs_the_update_for_what_was_fed():
+    trainer, published = make_trainer()
+    trainer.feed([segment(ROLLOUT)])
+    assert trainer.step()
+    assert published.ids() == [(0, 1)]
+    assert not trainer.step(), "nothing queued, nothing held: step reports no work"
+
+
+def test_on_policy_feed_drops_old_generations_and_stale_versions():
+    trainer, _ = make_trainer()
+    trainer.generation, trainer.version = 1, 10
+    lag = trainer.agent.max_policy_lag
+    assert lag is not None
+    kept = trainer.feed(
+        [
+            segment(8, generation=0, version=10),  # acted before a resume: its log-probs mean nothing now
+            segment(8, generation=1, version=10 - lag - 1),  # too old
+            segment(8, generation=1, version=10 - lag, agent=1),  # as old as allowed
+        ]
+    )
+    assert kept == 8
+    dropped = trainer.metrics.by_label("transitions_dropped", "reason")
+    assert dropped == {"old_generation": 8, "stale": 8}
+
+
+def test_replay_agents_keep_every_generations_experience():
+    trainer, _ = make_trainer("td3")
+    trainer.generation, trainer.version = 3, 50
+    assert trainer.feed([segment(8, generation=0, version=0)]) == 8
+    assert not trainer.metrics.by_label("transitions_dropped", "reason")
+
+
+def test_open_episodes_follow_cuts_and_ends():
+    trainer, _ = make_trainer()
+    trainer.feed([segment(4, agent=0, end=SegmentEnd.CUT), segment(4, agent=1, end=SegmentEnd.CUT)])
+    assert trainer.open_episodes("b") == [0, 1]
+    trainer.feed([segment(4, agent=0, end=SegmentEnd.TERMINAL)])
+    assert trainer.open_episodes("b") == [1]
+    assert trainer.episode_returns.tolist() == [8.0], "the cut's return and the end's, summed"
+    assert trainer.open_episodes("someone else") == []
+
+
+def test_a_bot_that_leaves_is_forgotten():
+    trainer, _ = make_trainer()
+    trainer.feed([segment(4, end=SegmentEnd.CUT)])
+    assert trainer.open_episodes("b") == [0]
+    trainer.queue.put(Arrival(session="s", bot="b", terms=False, index=0, batch=None))
+    assert trainer.step()
+    assert trainer.open_episodes("b") == []
+
+
+def test_accounting_sees_each_step_in_exactly_one_place():
+    trainer, _ = make_trainer()
+    trainer.feed([segment(ROLLOUT - 8), segment(8, agent=1)])
+    assert trainer.accounting()["pending_in_agent"] == ROLLOUT
+    trainer.update()
+    figures = trainer.accounting()
+    assert (figures["trained"], figures["pending_in_agent"]) == (ROLLOUT, 0)
+
+
+def test_republish_publishes_the_current_networks_under_the_current_ids():
+    trainer, published = make_trainer()
+    trainer.generation, trainer.version = 2, 7
+    trainer.republish()
+    assert published.ids() == [(2, 7)] and trainer.snapshot is published[-1]
+
+
+# ── checkpoints on the trainer's clock ───────────────────────────────────────
+
+
+def test_checkpoints_follow_the_clock_and_the_first_comes_early(tmp_path: Path):
+    now = [1000.0]
+    trainer, _ = make_trainer(
+        checkpoint_dir=tmp_path, checkpoint_interval=30.0, first_checkpoint_after=5.0, clock=lambda: now[0]
+    )
+    assert trainer.store is not None
+    trainer.feed([segment(ROLLOUT)])
+    trainer.step()  # the first update: the first checkpoint is due 5 s after it
+    written = lambda: trainer.metrics.counter("checkpoints")  # noqa: E731
+    assert written() == 0
+    now[0] += 5.0
+    trainer.step()
+    assert written() == 1 and len(trainer.store.checkpoints()) == 1
+    now[0] += 29.0
+    trainer.step()
+    assert written() == 1, "the next one waits for the interval"
+    now[0] += 1.0
+    trainer.step()
+    assert written() == 2
+
+
+def test_request_checkpoint_writes_one_at_the_next_step(tmp_path: Path):
+    trainer, _ = make_trainer(checkpoint_dir=tmp_path, checkpoint_interval=3600.0, clock=lambda: 0.0)
+    assert trainer.store is not None
+    trainer.request_checkpoint()
+    trainer.step()
+    trainer.step()
+    assert len(trainer.store.checkpoints()) == 1 and trainer.metrics.counter("checkpoints") == 1
+
+
+# ── supervision ──────────────────────────────────────────────────────────────
+
+
+class _FailingUpdates:
+    """Wraps an agent so that its next ``failures`` updates raise."""
+
+    def __init__(self, agent: Any, failures: int) -> None:
+        self._agent = agent
+        self.failures = failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._agent, name)
+
+    def update(self) -> dict[str, float]:
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("injected update failure")
+        result: dict[str, float] = self._agent.update()
+        return result
+
+
+def _wait_for(condition: Any, seconds: float) -> None:
+    deadline = time.monotonic() + timeout(seconds)
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert condition()
+
+
+def test_a_crash_restarts_the_trainer_under_a_new_generation_and_it_trains_on():
+    base, _ = make_trainer()
+    agent = _FailingUpdates(base.agent, failures=1)
+    trainer, published = make_trainer(agent=agent, restart_interval=0.0, max_restarts=1)
+    trainer.start()
+    try:
+        trainer.feed([segment(ROLLOUT)])
+        _wait_for(lambda: trainer.restarts == 1 and published, 10)
+        assert published.ids()[0] == (1, 0), "the restart republishes under a new generation"
+        # The update failed before taking the rollout: the agent still holds it, nothing is lost,
+        # and it is trained under the new generation; fresh data then trains on.
+        assert not trainer.metrics.by_label("transitions_dropped", "reason")
+        _wait_for(lambda: (1, 1) in published.ids(), 10)
+        trainer.feed([segment(ROLLOUT, generation=1, version=1)])
+        _wait_for(lambda: (1, 2) in published.ids(), 10)
+        assert trainer.steps_trained == 2 * ROLLOUT
+    finally:
+        trainer.stop(checkpoint=False)
+    assert trainer.error is None
+
+
+def test_a_crash_beyond_the_quota_stops_the_trainer_and_reports_it():
+    base, _ = make_trainer()
+    fatal: list[BaseException] = []
+    stopped = threading.Event()
+
+    def on_fatal(exc: BaseException) -> None:
+        fatal.append(exc)
+        stopped.set()
+
+    queue = TransitionQueue(1 << 20)
+    trainer = Trainer(
+        _FailingUpdates(base.agent, failures=5), queue, Metrics(), TrainerConfig(max_restarts=0), on_fatal=on_fatal
+    )
+    trainer.start()
+    trainer.feed([segment(ROLLOUT)])
+    assert stopped.wait(timeout(10))
+    assert isinstance(trainer.error, RuntimeError) and fatal == [trainer.error]
+    assert not trainer.alive
+
+
+# ── the rollback state ───────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("kind", ["ppo", "td3"])
+def test_rollback_copy_is_deep_exact_and_keeps_state_dict_types(kind):
+    """The trainer's rollback copy (copy_state, not copy.deepcopy: see its docstring) equals the agent's
+    state value for value and type (a module state_dict stays an OrderedDict with its _metadata), shares
+    no tensor with it, and restores the agent exactly."""
+    agent = make_agent(kind, 3, 2)
+    state = {k: v for k, v in agent.state_dict().items() if k != "replay"}
+    copied = copy_state(state)
+
+    def same(a, b):
+        assert type(a) is type(b)
+        if isinstance(a, torch.Tensor):
+            assert torch.equal(a, b) and a.dtype == b.dtype and a.data_ptr() != b.data_ptr()
+        elif isinstance(a, dict):
+            assert list(a) == list(b) and getattr(a, "_metadata", None) == getattr(b, "_metadata", None)
+            for key in a:
+                same(a[key], b[key])
+        elif isinstance(a, list | tuple):
+            assert len(a) == len(b)
+            for x, y in zip(a, b, strict=True):
+                same(x, y)
+        else:
+            assert a == b or (a != a and b != b)  # NaN equals NaN here
+
+    same(state, copied)
+    assert any(isinstance(v, collections.OrderedDict) and hasattr(v, "_metadata") for v in copied.values())
+    with torch.no_grad():
+        for value in agent.state_dict().values():
+            if isinstance(value, dict):
+                for tensor in value.values():
+                    if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
+                        tensor.add_(1.0)  # the live state moves on; the copy must not
+    agent.rollback(copy_state(copied))
+    same({k: v for k, v in agent.state_dict().items() if k != "replay"}, copied)
