@@ -21,7 +21,15 @@ from ..defaults import (
     TANK_MATCHES,
     choose_layout,
 )
-from ..outputs.run_log import MetricsLog, Progress, league_summary, print_summary, summarize, throughput_figures
+from ..outputs.run_log import (
+    RATE_WINDOW,
+    MetricsLog,
+    Progress,
+    league_summary,
+    print_summary,
+    summarize,
+    throughput_figures,
+)
 from .options import (
     GAMES,
     LEAGUE,
@@ -144,6 +152,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from server import ListenError, ServerThread
+    from server.stats import RateWindow
 
     from ..bots.play import MatchLog, play_learning_bot
     from ..games.reach import ACT_DIM as REACH_ACT
@@ -305,7 +314,8 @@ def _train(args: argparse.Namespace) -> int:
                                     turns_per_s=args.royale_turns_per_s or ROYALE_TURNS_PER_S)  # fmt: skip
             share_pool.start()
 
-        with Progress(server, started, rounds_log if tank else None, table) as progress:
+        ticks = RateWindow(RATE_WINDOW, start=(started, (0.0,)))
+        with Progress(server, started, rounds_log if tank else None, ticks, table) as progress:
             while bots_alive():
                 for each in (pool, share_pool):
                     if each is not None:

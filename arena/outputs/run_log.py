@@ -14,9 +14,9 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # types only: importing the server pulls in torch, which ``arena --help`` need not load
     from server.stats import StatsSource
@@ -207,6 +207,12 @@ def print_summary(summary: dict[str, Any], file: Any = None) -> None:
     Console(file=file or sys.stdout, width=120).print(table)
 
 
+class Rates(Protocol):
+    """Per-second rates of cumulative counts (``server.stats.RateWindow`` is one)."""
+
+    def measure(self, read: Callable[[], Sequence[float]]) -> tuple[float, tuple[float, ...], tuple[float, ...]]: ...
+
+
 RATE_WINDOW = 10.0
 """Seconds the progress display's ticks/s average over (its transitions/s is the server snapshot's, as
 the dashboard shows it: over the server's rate window)."""
@@ -215,16 +221,16 @@ the dashboard shows it: over the server's rate window)."""
 class Progress:
     """A live rich table on a terminal; a plain line every 10 s otherwise (CI logs)."""
 
-    def __init__(self, server: StatsSource, started: float, rounds_log: Any, league: Any = None) -> None:
-        from server.stats import RateWindow  # here, not at the top: the server (and torch) only when a run shows progress
-
+    def __init__(self, server: StatsSource, started: float, rounds_log: Any, ticks: Rates, league: Any = None) -> None:
+        """``ticks``: the rate window over which ticks/s is averaged (the CLI passes the server's
+        ``RateWindow`` of :data:`RATE_WINDOW` seconds, started at ``started`` with a count of 0)."""
         self.server = server
         self.league = league
         self.started = started
         self.rounds_log = rounds_log
         self.live: Any = None
         self._last_plain = started  # the first plain line after one interval: before it, every figure is "–"
-        self._ticks = RateWindow(RATE_WINDOW, start=(started, (0.0,)))
+        self._ticks = ticks
 
     def __enter__(self) -> Progress:
         if sys.stdout.isatty():

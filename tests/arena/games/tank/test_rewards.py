@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-
 import numpy as np
 import pytest
 
@@ -123,22 +121,3 @@ def test_a_terms_segment_without_its_reward_function_is_refused():
     with pytest.raises(AssertionError, match="reward function"):
         Segment("b", 0, np.zeros((1, 3), np.float32), np.zeros((1, 1), np.float32), np.zeros(1, np.float32),
                 SegmentEnd.TERMINAL, None, 0, 0, terms=np.zeros((1, N_TERMS), np.float32))  # fmt: skip
-
-
-# ── the layering the move is for ─────────────────────────────────────────────
-
-
-@pytest.mark.parametrize("package", ["agents", "server", "bot_protocol"])
-def test_the_learners_and_the_server_import_no_game(package):
-    """Game knowledge (the tank's reward terms) belongs to the game: agents, server and the wire
-    format never import ``arena``; arena may import them."""
-    offenders = []
-    for path in sorted((ROOT / package).rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] == "arena"]
-    assert offenders == []
