@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from bot_protocol.policy_id import PolicyId
+
 __all__ = ["CheckpointInvalid", "CheckpointStore", "check_torch_version"]
 
 logger = logging.getLogger(__name__)
@@ -91,8 +93,8 @@ class CheckpointStore:
             with contextlib.suppress(OSError):
                 stale.unlink()
 
-    def save(self, state: dict[str, Any], generation: int, version: int) -> Path:
-        """Write one checkpoint atomically and prune old ones.
+    def save(self, state: dict[str, Any], policy: PolicyId) -> Path:
+        """Write ``policy``'s checkpoint atomically and prune old ones.
 
         Raises:
             OSError: the disk refused (full, EIO); the previous checkpoints are untouched
@@ -101,6 +103,7 @@ class CheckpointStore:
         buffer = io.BytesIO()
         torch.save(state, buffer)
         data = buffer.getvalue()
+        generation, version = policy
         path = self.directory / f"ckpt-{generation:04d}-{version:09d}.pt"
         manifest = {
             "file": path.name,

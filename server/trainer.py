@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from agents import Agent, CheckpointStore, Segment, SegmentEnd, segment_return
+from bot_protocol import PolicyId
 
 from .assembler import SegmentBuilder
 from .config import TrainerConfig
@@ -170,6 +171,11 @@ class Trainer:
         assert self._thread is None, "trainer already started"
         self._thread = threading.Thread(target=self._run, name="trainer", daemon=True)
         self._thread.start()
+
+    @property
+    def policy_id(self) -> PolicyId:
+        """The policy the trainer holds now: what it last published, or publishes next."""
+        return PolicyId(self.generation, self.version)
 
     @property
     def alive(self) -> bool:
@@ -484,7 +490,7 @@ class Trainer:
 
     def _make_snapshot(self) -> WeightsSnapshot:
         arch, tensors = self.agent.export_actor()
-        return make_snapshot(self.generation, self.version, arch, tensors, self.agent.explore_settings())
+        return make_snapshot(self.policy_id, arch, tensors, self.agent.explore_settings())
 
     # ── checkpoints ──────────────────────────────────────────────────────────
 
@@ -516,7 +522,7 @@ class Trainer:
         assert self.store is not None
         self._last_checkpoint = self._clock()
         try:
-            path = self.store.save(self.state_dict(), self.generation, self.version)
+            path = self.store.save(self.state_dict(), self.policy_id)
         except OSError as exc:
             self.metrics.inc("checkpoint_failures")
             logger.error("checkpoint failed (previous checkpoints intact): %s", exc)

@@ -38,8 +38,7 @@ class WeightsSnapshot:
 
 
 def make_snapshot(
-    generation: int,
-    version: int,
+    policy: PolicyId,
     arch: dict[str, Any],
     tensors: dict[str, NDArray[np.float32]],
     explore: dict[str, float] | None = None,
@@ -49,8 +48,8 @@ def make_snapshot(
     ``explore`` rides along so a change (the end of an off-policy warm-up) reaches bots
     with the weights that go with it.
     """
-    message = Weights.pack(generation, version, arch, tensors, explore)
-    return WeightsSnapshot(generation, version, message, encode(message), time.monotonic())
+    message = Weights.pack(policy.generation, policy.version, arch, tensors, explore)
+    return WeightsSnapshot(policy.generation, policy.version, message, encode(message), time.monotonic())
 
 
 class WeightsSlot:

@@ -16,7 +16,7 @@ import torch
 
 from agents import CheckpointInvalid, CheckpointStore, PPOAgent, PPOConfig
 from agents.checkpoint import check_torch_version
-from bot_protocol import TransitionBatch
+from bot_protocol import PolicyId, TransitionBatch
 from server.config import TrainerConfig
 from server.metrics import Metrics
 from server.trainer import Trainer
@@ -52,7 +52,7 @@ def test_save_load_round_trip_with_private_permissions(tmp_path):
     """A saved state loads back equal; the directory is created 0700 and files are written 0600."""
     directory = tmp_path / "ckpt"
     store = CheckpointStore(directory)
-    path = store.save(state_for(3), generation=1, version=42)
+    path = store.save(state_for(3), PolicyId(1, 42))
     assert path.name == "ckpt-0001-000000042.pt"
     assert mode(directory) == 0o700
     assert mode(path) == 0o600
@@ -77,7 +77,7 @@ def test_keep_three_prunes_oldest_by_generation_then_version(tmp_path):
     store = CheckpointStore(tmp_path / "ckpt", keep=3)
     order = [(0, 1), (0, 2), (0, 999_999_999), (1, 0), (1, 1_000_000_000)]
     for i, (gen, ver) in enumerate(order):
-        store.save(state_for(i), gen, ver)
+        store.save(state_for(i), PolicyId(gen, ver))
     names = [p.name for p in store.checkpoints()]
     assert names == ["ckpt-0001-1000000000.pt", "ckpt-0001-000000000.pt", "ckpt-0000-999999999.pt"]
     assert sorted(p.name for p in store.directory.glob("*.json")) == sorted(n.replace(".pt", ".json") for n in names)
@@ -96,8 +96,8 @@ def test_keep_must_be_positive(tmp_path):
 
 def _two_checkpoints(tmp_path: Path) -> tuple[CheckpointStore, Path, Path]:
     store = CheckpointStore(tmp_path / "ckpt")
-    old = store.save(state_for(1), 0, 1)
-    new = store.save(state_for(2), 0, 2)
+    old = store.save(state_for(1), PolicyId(0, 1))
+    new = store.save(state_for(2), PolicyId(0, 2))
     return store, old, new
 
 
@@ -146,7 +146,7 @@ def test_missing_manifest_falls_back_to_previous(tmp_path):
 def test_stale_tmp_files_are_deleted_at_construction(tmp_path):
     """*.tmp files left by a crash mid-write are removed when the store opens; real checkpoints stay."""
     directory = tmp_path / "ckpt"
-    kept = CheckpointStore(directory).save(state_for(1), 0, 1)
+    kept = CheckpointStore(directory).save(state_for(1), PolicyId(0, 1))
     stale = [directory / "ckpt-0000-000000002.pt.tmp", directory / "ckpt-0000-000000002.json.tmp"]
     for p in stale:
         p.write_bytes(b"half a checkpoint")
@@ -190,7 +190,7 @@ def test_malicious_pickle_is_refused_without_running(tmp_path, kind):
 
     sentinel = tmp_path / "pwned"
     store = CheckpointStore(tmp_path / "ckpt")
-    good = store.save(state_for(1), 0, 1)
+    good = store.save(state_for(1), PolicyId(0, 1))
     evil = store.directory / "ckpt-0009-000000009.pt"
     write_with_manifest(evil, _payload(kind, sentinel))
     with pytest.raises(CheckpointInvalid):

@@ -12,7 +12,7 @@ from agents import CheckpointStore, Segment, SegmentEnd, TD3Agent, TD3Config, ag
 from agents.replay import ReplayBatch, ReplayBuffer
 from agents.td3 import CriticEnsemble, DeterministicActor, polyak_foreach, polyak_loop
 from arena.games.reach import ACT_DIM, OBS_DIM, play_reach
-from bot_protocol import Policy, Weights, decode_from_server, encode
+from bot_protocol import Policy, PolicyId, Weights, decode_from_server, encode
 from tests.conftest import running_server
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -325,7 +325,7 @@ def test_resume_with_the_replay_buffer_continues_exactly(tmp_path):
     for _ in range(3):
         straight.run_cycle()
     store = CheckpointStore(tmp_path)
-    store.save({"agent": straight.state_dict()}, generation=0, version=1)
+    store.save({"agent": straight.state_dict()}, PolicyId(0, 1))
     feed(straight, 1)
     for _ in range(4):
         straight.run_cycle()
