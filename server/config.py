@@ -27,6 +27,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+MIN_TOKEN_CHARS = 8
+"""The shortest bearer token a port accepts (the bot port and the dashboard's alike)."""
+
+
+def listen_problems(port: int, token: str | None) -> list[str]:
+    """What is wrong with a listening port's number and token: one rule for every port we open."""
+    problems = []
+    if not 0 <= port <= 65535:
+        problems.append(f"port must be in [0, 65535], got {port}")
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        problems.append(f"token must be at least {MIN_TOKEN_CHARS} characters")
+    return problems
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """The websocket front end: address, auth, transport limits, per-bot protocol limits."""
@@ -106,11 +120,7 @@ class ServerConfig:
     turn, made loop lag p99 354 ms in the 256-bot soak (L2) here; 1 ms made it 250 ms."""
 
     def __post_init__(self) -> None:
-        problems = []
-        if not 0 <= self.port <= 65535:
-            problems.append(f"port must be in [0, 65535], got {self.port}")
-        if self.token is not None and len(self.token) < 8:
-            problems.append("token must be at least 8 characters")
+        problems = listen_problems(self.port, self.token)
         if not is_loopback(self.host) and not self.token:
             problems.append(f"binding to {self.host!r} (not loopback) requires a token")
         for name in ("open_timeout", "hello_timeout", "close_timeout", "error_window", "loop_lag_interval", "loop_lag_warn"):

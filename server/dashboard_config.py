@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .admission import Admission
-from .config import ServerConfig
+from .config import ServerConfig, listen_problems
 from .metrics import Metrics
 from .stats import DEFAULT_RATE_WINDOW, ServerStats
 
@@ -64,11 +64,7 @@ class DashboardConfig:
     """Largest frame an observer may send before websockets closes it 1009 (any frame closes it 1008)."""
 
     def __post_init__(self) -> None:
-        problems = []
-        if not 0 <= self.port <= 65535:
-            problems.append(f"port must be in [0, 65535], got {self.port}")
-        if self.token is not None and len(self.token) < 8:
-            problems.append("token must be at least 8 characters")
+        problems = listen_problems(self.port, self.token)
         for name in ("push_interval", "frame_fps", "rate_window", "open_timeout", "close_timeout", "send_timeout"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
