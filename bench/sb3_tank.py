@@ -20,8 +20,10 @@ from numpy.typing import NDArray
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvStepReturn
 
 from arena.bots.play import MatchLog, ScriptedController, play_match
-from arena.games.tank.engine import ACT_DIM, OBS_DIM, TankBattle, TankRules
+from arena.games.tank.engine import ACT_DIM, TankBattle
+from arena.games.tank.observation import OBS_DIM
 from arena.games.tank.rewards import compute_round_reward, compute_tick_reward
+from arena.games.tank.rules import TankRules
 
 __all__ = ["TankVecEnv", "train_sb3"]
 

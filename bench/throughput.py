@@ -120,7 +120,8 @@ def bot_one_core(seconds: float, n_matches: int = 128, opponent: str = "sitting"
 
     from agents import make_agent
     from arena.bots.play import TICKS_PER_FRAME, ScriptedController
-    from arena.games.tank.engine import ACT_DIM, OBS_DIM, TankBattle
+    from arena.games.tank.engine import ACT_DIM, TankBattle
+    from arena.games.tank.observation import OBS_DIM
     from bot_protocol import Policy, RewardMode, StepRecorder, Weights, encode
 
     arch, tensors = make_agent("ppo", OBS_DIM, ACT_DIM).export_actor()

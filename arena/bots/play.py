@@ -21,7 +21,10 @@ from numpy.typing import NDArray
 from bot_protocol import Policy, RewardMode
 from bot_protocol.client import BlockingBotClient, ClientConfig
 
-from ..games.tank.engine import ACT_DIM, OBS_DIM, StepInfo, TankBattle, TankRules
+from ..games.tank.engine import ACT_DIM, TankBattle
+from ..games.tank.events import StepInfo
+from ..games.tank.observation import OBS_DIM
+from ..games.tank.rules import TankRules
 from ..games.tank.scripted import View, make_scripted
 
 __all__ = [

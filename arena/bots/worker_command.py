@@ -25,7 +25,9 @@ def run_worker(args: argparse.Namespace) -> int:
 
     from bot_protocol.client import BlockingBotClient, ClientConfig, HandshakeRejected
 
-    from ..games.tank.engine import ACT_DIM, OBS_DIM, TankRules
+    from ..games.tank.engine import ACT_DIM
+    from ..games.tank.observation import OBS_DIM
+    from ..games.tank.rules import TankRules
     from .play import MatchLog, play_learning_bot
 
     name = args.name or f"worker-{socket.gethostname()}"

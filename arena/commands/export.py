@@ -57,7 +57,8 @@ def _export(args: argparse.Namespace) -> int:
 
 def _export_onnx(args: argparse.Namespace) -> int:
     from ..bots.policies import load_weights
-    from ..games.tank.engine import ACT_DIM, OBS_DIM
+    from ..games.tank.engine import ACT_DIM
+    from ..games.tank.observation import OBS_DIM
 
     try:
         from ..outputs.onnx_export import OPSET, export_onnx

@@ -67,7 +67,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from server import ListenError
 
-    from ..games.tank.engine import ACT_DIM, OBS_DIM
+    from ..games.tank.engine import ACT_DIM
+    from ..games.tank.observation import OBS_DIM
     from ..games.tank.rewards import TANK_REWARD
     from ..outputs.tensorboard import ServerScalars
 

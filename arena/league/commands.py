@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.play import Controller, PolicyController, ScriptedController
-from ..games.tank.engine import TankRules
+from ..games.tank.rules import TankRules
 from .matchmaking import LeagueConfig
 from .opponents import LeagueSpec
 from .ratings import LeagueTable
@@ -68,7 +68,8 @@ def check_policy_file(spec: str) -> None:
         FileNotFoundError, ValueError: unreadable, or of other sizes than the tank arena's.
     """
     from ..bots.policies import load_policy
-    from ..games.tank.engine import ACT_DIM, OBS_DIM
+    from ..games.tank.engine import ACT_DIM
+    from ..games.tank.observation import OBS_DIM
 
     try:
         policy = load_policy(Path(spec))

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from ..bots.play import Controller
-from ..games.tank.engine import ACT_DIM, TankBattle, TankRules
+from ..games.tank.engine import ACT_DIM, TankBattle
+from ..games.tank.rules import TankRules
 from .opponents import outcomes
 from .ratings import Ratings, RoundOutcome
 from .seats import MixedSeat

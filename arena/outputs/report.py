@@ -85,7 +85,7 @@ def evaluate_against_scripted(
     """
     from ..bots.play import PolicyController, ScriptedController, play_match
     from ..bots.policies import load_policy
-    from ..games.tank.engine import TankRules
+    from ..games.tank.rules import TankRules
 
     if rounds_per_opponent < 1:
         raise ValueError(f"rounds_per_opponent must be >= 1, got {rounds_per_opponent}")

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .engine import ACT_DIM, OBS_DIM, OBS_FIELDS, StepInfo, TankBattle, TankRules
+from .engine import ACT_DIM, TankBattle
+from .events import StepInfo
+from .observation import OBS_DIM, OBS_FIELDS
+from .rules import TankRules
 
 if TYPE_CHECKING:
     from .scripted import SCRIPTED, ScriptedBot, cross_table, make_scripted, play_scripted

@@ -23,7 +23,9 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from .engine import ACT_DIM, OBS_DIM, TankBattle, TankRules, next_velocity
+from .engine import ACT_DIM, TankBattle
+from .observation import OBS_DIM
+from .rules import DEFAULT_RULES, TankRules, next_velocity
 
 __all__ = [
     "SCRIPTED",
@@ -60,9 +62,6 @@ class View:
         self.enemy_heading = self.heading + np.degrees(np.arctan2(o[:, 13], o[:, 14]))
         self.enemy_velocity = o[:, 15] * rules.max_speed
         self.gun_bearing = np.degrees(np.arctan2(o[:, 16], o[:, 17]))  # enemy direction - gun heading
-
-
-DEFAULT_RULES = TankRules()
 
 
 def _rel(angle: NDArray[np.float64]) -> NDArray[np.float64]:

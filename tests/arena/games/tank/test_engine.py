@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from arena.games.tank import ACT_DIM, OBS_DIM, OBS_FIELDS, SCRIPTED, TankBattle, TankRules, make_scripted, play_scripted
-from arena.games.tank.engine import next_velocity
+from arena.games.tank.rules import next_velocity
 
 RULES = TankRules()
 
