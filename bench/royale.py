@@ -57,7 +57,9 @@ TARGET_SERVER_MS = 0.2
 
 
 def main() -> int:
-    from arena.royale.server import RoyaleBotSpec, RoyaleServerConfig, play_royale_match, royale_rules
+    from arena.royale.match import play_royale_match, royale_rules
+    from arena.royale.seats import RoyaleBotSpec
+    from arena.royale.server import RoyaleServerConfig
 
     bots_dir = Path(_here).parent / "tests" / "data" / "royale_bots"
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -209,8 +211,8 @@ def _tick_template(my_id: int) -> tuple[str, str]:
 
     from arena.games.tank.engine import ACT_DIM, TankBattle
     from arena.royale.game import RoyaleGame
+    from arena.royale.match import royale_rules
     from arena.royale.schema import GameSetup, dumps
-    from arena.royale.server import royale_rules
 
     battle = TankBattle(1, 2, royale_rules(), seed=0)
     game = RoyaleGame(battle, [(0, 0, "A"), (0, 1, "B")], ["A", "B"], GameSetup(), None)
@@ -238,7 +240,7 @@ async def run_instant_responder(bot_dirs: list[Path], turns: int, warmup: int, p
 
     from arena.royale import schema
     from arena.royale.booter import boot, find_bot
-    from arena.royale.server import stop_bots
+    from arena.royale.seats import stop_bots
 
     n = len(bot_dirs)
     cpus = sorted(os.sched_getaffinity(0)) if pin else []

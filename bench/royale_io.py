@@ -91,7 +91,9 @@ def _tick() -> str:
 
     from arena.games.tank.engine import ACT_DIM, TankBattle
     from arena.royale.game import RoyaleGame
-    from arena.royale.server import RoyaleServerConfig, game_setup, royale_rules
+    from arena.royale.match import royale_rules
+    from arena.royale.seats import game_setup
+    from arena.royale.server import RoyaleServerConfig
 
     rules = royale_rules()
     battle = TankBattle(1, 2, rules, seed=0)

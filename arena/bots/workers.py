@@ -43,7 +43,7 @@ def _worker_main(
     turns_per_s: float | None = None,
 ) -> None:
     from ..games.tank.engine import TankRules
-    from ..royale.server import RoyaleMatchError
+    from ..royale.seats import RoyaleMatchError
     from ..royale.train import play_with_royale_opponents
     from .play import play_learning_bot
 

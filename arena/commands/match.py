@@ -78,7 +78,9 @@ def _match(args: argparse.Namespace) -> int:
     from ..bots.play import PolicyController, ScriptedController, play_match
     from ..bots.policies import load_policy
     from ..games.tank.engine import TankRules
-    from ..royale.server import RoyaleBotSpec, RoyaleServerConfig, play_royale_match, royale_rules
+    from ..royale.match import play_royale_match, royale_rules
+    from ..royale.seats import RoyaleBotSpec
+    from ..royale.server import RoyaleServerConfig
 
     royale = any(RoyaleBotSpec.matches(spec) for spec in args.bot) or args.royale_port is not None
     if not 2 <= len(args.bot) <= 8:

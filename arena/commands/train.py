@@ -162,7 +162,7 @@ def _train(args: argparse.Namespace) -> int:
     from ..games.tank.rewards import TANK_REWARD
     from ..outputs.report import plot_curve, write_report
     from ..outputs.tensorboard import ServerScalars
-    from ..royale.server import RoyaleMatchError
+    from ..royale.seats import RoyaleMatchError
 
     tank = args.game == "tank"
     out_existed = args.out.exists()

@@ -2,7 +2,9 @@
 
 * ``schema``: the bot side of Tank Royale's JSON protocol, sans I/O (parse, validate, delta intents).
 * ``game``: our ``TankBattle`` as a Tank Royale game (state and events → tick events; intents → actions).
-* ``server``: the websocket endpoint and the lockstep turn loop (``play_royale_match``).
+* ``server``: the websocket endpoint (connections, handshake); ``connection``: its lockstep websocket.
+* ``seats``: a game's bots seat by seat (boot, join, intents in, messages out, stop), for matches and training.
+* ``match``: the lockstep turn loop and ``arena match`` with Tank Royale bots (``play_royale_match``).
 * ``booter``: start and stop a bot from its directory, as Tank Royale's booter does.
 * ``train``: Tank Royale bots as opponents of a learning bot (``arena train --opponent royale:PATH``).
 * ``export``: a checkpoint as a ready-to-run Tank Royale bot directory (``arena export --royale``).

@@ -83,12 +83,18 @@ class LockstepConnection(ServerConnection):
         """Send one text frame without awaiting. False when the connection is not open (the bot left).
 
         A bot that does not read its frames is closed with 1008 once ``max_write_buffer`` bytes wait
-        for it, and this returns False from then on.
+        for it, and this returns False from then on. (The close frame queues behind that unread
+        backlog, which the abort drops, so the bot itself only sees its connection end.)
         """
         if self.protocol.state is not State.OPEN:
             return False
-        if self.transport.get_write_buffer_size() > self.max_write_buffer:
-            log.warning("closing a Tank Royale bot that stopped reading its frames (%d bytes unsent)", self.max_write_buffer)
+        unsent = self.transport.get_write_buffer_size()
+        if unsent > self.max_write_buffer:
+            log.warning(
+                "closing a Tank Royale bot that stopped reading its frames (%d bytes unsent, more than the limit of %d)",
+                unsent,
+                self.max_write_buffer,
+            )
             self.protocol.send_close(CLOSE_NOT_READING, "not reading: too many unsent frames")
             self.send_data()
             self.transport.abort()  # its frames will never be read: do not wait for a closing handshake

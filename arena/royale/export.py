@@ -29,7 +29,9 @@ import bot_protocol
 from bot_protocol import Weights, encode
 
 from ..bots.policies import load_weights
-from ..games.tank.engine import ACT_DIM, OBS_DIM, TankRules
+from ..games.tank.engine import ACT_DIM
+from ..games.tank.observation import OBS_DIM
+from ..games.tank.rules import TankRules
 
 __all__ = ["export_royale_bot"]
 

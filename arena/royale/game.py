@@ -5,7 +5,7 @@ tanks) and a list of *seats*: the tanks driven by Tank Royale bots. Each match i
 Royale game of ``rounds`` rounds; the other tanks of a match may be ours (scripted bots,
 policies), which Tank Royale bots see as ordinary enemies.
 
-Call order, once per turn (``arena.royale.server`` and ``arena.royale.train`` do this):
+Call order, once per turn (``arena.royale.match`` and ``arena.royale.train`` do this):
 
 1. :meth:`fill` writes the seats' merged intents into the action array (and the battle's
    ``turn_coupling``/``rescan``), right before ``battle.step``;

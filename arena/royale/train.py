@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import secrets
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -36,24 +34,13 @@ from numpy.typing import NDArray
 
 from ..games.tank.engine import ACT_DIM, TankBattle, TankRules
 from . import schema
-from .booter import BootedBot, boot, find_bot
+from .booter import BootedBot, find_bot
 from .game import RoyaleGame
-from .schema import BotIntent
-from .server import (
-    BotConnection,
-    RoyaleBotSpec,
-    RoyaleMatchError,
-    RoyaleServer,
-    RoyaleServerConfig,
-    TurnGate,
-    game_setup,
-    join_bots,
-    stop_bots,
-)
+from .seats import RoyaleBotSpec, RoyaleMatchError, SeatedBots, boot_seats, game_setup, join_bots, stop_bots
+from .server import CLOSE_NORMAL, RoyaleServer, RoyaleServerConfig
 
 __all__ = ["RoyaleController", "RoyaleOpponents", "learning_opponents"]
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -100,19 +87,16 @@ class RoyaleOpponents:
         self.rules = rules
         self.setup = game_setup(rules, None, 2, config)
         self.n_matches = n_matches
-        self.game: RoyaleGame | None = None
-        self.connections: list[BotConnection] = []
+        self.bots = SeatedBots([], [])
+        """The opponents' seats; its game is bound to the learner's battle on the first step."""
         self.booted: list[BootedBot] = []
         self._actions = np.zeros((n_matches, 2, ACT_DIM), np.float32)
         self._turn = 0
         self._acted = -1
-        self._gate = TurnGate()
         self._tmp = tempfile.TemporaryDirectory(prefix="arena-royale-")
         self._log_dir = log_dir or Path(self._tmp.name)
         for kind in self.rows:
-            spec = RoyaleBotSpec.parse(kind)
-            assert spec.path is not None
-            find_bot(spec.path)  # a bad directory fails before anything starts
+            find_bot(RoyaleBotSpec.parse(kind).directory())  # a bad directory fails before anything starts
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="royale-opponents", daemon=True)
         self._thread.start()
@@ -134,60 +118,33 @@ class RoyaleOpponents:
         await server.__aenter__()
         self.server = server
         server.setup = self.setup
-        by_secret = {}
-        for i, (_, _, _) in enumerate(self.seats):
-            spec = RoyaleBotSpec.parse(self.seat_kind[i])
-            assert spec.path is not None
-            secret = secrets.token_urlsafe(16)
-            server.allow(secret)
-            by_secret[secret] = i
-            self.booted.append(boot(find_bot(spec.path), server.url, secret, self._log_dir))
-        self.connections = await join_bots(server, self.seats, by_secret, self.booted, self.config.join_timeout)
+        paths = [RoyaleBotSpec.parse(kind).directory() for kind in self.seat_kind]
+        by_secret = boot_seats(server, paths, self._log_dir, self.booted)
+        connections = await join_bots(server, self.seats, by_secret, self.booted, self.config.join_timeout)
+        self.bots = SeatedBots(connections, [name for _, _, name in self.seats])
+        self.bots.attach()
         bot_names = {1: "learner", 2: "opponent"}
-        for i, conn in enumerate(self.connections):
-            conn.on_intent = lambda message, i=i: self._intent(i, message)
-            conn.on_left = lambda i=i: self._left(i)
-            conn.send(schema.game_started(2, self.setup, None, bot_names))
-        waits = [asyncio.wait_for(conn.ready.wait(), self.config.ready_timeout) for conn in self.connections]
-        try:
-            await asyncio.gather(*waits)
-        except TimeoutError:
-            late = [i for i, conn in enumerate(self.connections) if not conn.ready.is_set()]
-            raise RoyaleMatchError(
-                f"no bot-ready within {self.config.ready_timeout:g} s from: {', '.join(self.seats[i][2] for i in late)}",
-                [self.seats[i][2] for i in late],
-            ) from None
+        self.bots.send((i, schema.game_started(2, self.setup, None, bot_names)) for i in range(len(connections)))
+        await self.bots.wait_ready(self.config.ready_timeout)
 
-    def _intent(self, seat: int, message: BotIntent) -> None:
-        if self.game is not None and self.game.intent(seat, message):
-            self._gate.wake()
-
-    def _left(self, seat: int) -> None:
-        log.warning("Tank Royale opponent %s left; its tank plays on without intent", self.connections[seat].name)
-        if self.game is not None:
-            self.game.left(seat)
-            if self.game.pending == 0:
-                self._gate.wake()
-
-    def _send(self, messages: list[tuple[int, str]]) -> None:
-        for seat, text in messages:
-            self.connections[seat].send(text)
+    @property
+    def game(self) -> RoyaleGame | None:
+        """The bots' game over the learner's battle; None until the first step binds it."""
+        return self.bots.game
 
     async def _bind(self, battle: TankBattle) -> None:
         names = ["learner", "opponent"]
-        self.game = RoyaleGame(battle, self.seats, names, self.setup, None)
-        self._send(self.game.round_started())
+        self.bots.game = game = RoyaleGame(battle, self.seats, names, self.setup, None)
+        self.bots.send(game.round_started())
 
     async def _after_step(self) -> None:
         assert self.game is not None
-        self._send(self.game.after_step(self.game.battle.last_events))
+        self.bots.send(self.game.after_step(self.game.battle.last_events))
 
     async def _collect_and_fill(self) -> None:
         game = self.game
         assert game is not None
-        await self._gate.wait(game.pending, self.config.turn_timeout)
-        if game.pending:
-            self._send(game.skipped())
+        await self.bots.wait_turn(self.config.turn_timeout)
         self._actions[:] = 0.0
         game.fill(self._actions)
 
@@ -195,13 +152,13 @@ class RoyaleOpponents:
         assert self.game is not None
         mask = np.zeros(self.n_matches, bool)
         mask[rows] = True
-        self._send(self.game.round_started(mask))
+        self.bots.send(self.game.round_started(mask))
 
     async def _stop(self) -> None:
-        for conn in self.connections:
-            conn.on_left = None  # leaving now is our doing, not news
-            conn.send(schema.game_aborted())
-            await conn.close(1000, "training stopped")
+        self.bots.detach()  # leaving now is our doing, not news
+        self.bots.abort()
+        for conn in self.bots.connections:
+            await conn.close(CLOSE_NORMAL, "training stopped")
         if self.server is not None:
             await self.server.close()
 

@@ -24,7 +24,10 @@ from arena.bots.play import ScriptedController
 from arena.bots.policies import load_policy
 from arena.games.tank.engine import ACT_DIM, OBS_DIM, TankBattle, TankRules
 from arena.royale.export import export_royale_bot
-from arena.royale.server import RoyaleBotSpec, RoyaleServerConfig, play_royale_match, royale_rules
+from arena.royale.match import play_royale_match, royale_rules
+from arena.royale.seats import RoyaleBotSpec
+from arena.royale.server import RoyaleServerConfig
+from bot_protocol import PolicyId
 from tests.conftest import DATA, timeout
 
 pytest.importorskip("robocode_tank_royale", reason="the official Tank Royale bot API (pip install -e '.[royale]')")
@@ -38,7 +41,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real checkpoint of a fresh PPO agent (what a run writes), without training."""
     agent = make_agent("ppo", OBS_DIM, ACT_DIM, hidden=(32, 32), seed=3)
     store = CheckpointStore(tmp_path_factory.mktemp("run") / "checkpoints")
-    return store.save({"agent": agent.state_dict(), "generation": 2, "version": 5}, 2, 5)
+    return store.save({"agent": agent.state_dict(), "generation": 2, "version": 5}, PolicyId(2, 5))
 
 
 def arena(*args: str) -> subprocess.CompletedProcess[str]:

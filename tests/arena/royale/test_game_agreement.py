@@ -27,7 +27,9 @@ import numpy as np
 import pytest
 
 from arena.games.tank.engine import BulletEvents, TankBattle
-from arena.royale.server import RoyaleBotSpec, RoyaleServerConfig, play_royale_match, royale_rules
+from arena.royale.match import play_royale_match, royale_rules
+from arena.royale.seats import RoyaleBotSpec
+from arena.royale.server import RoyaleServerConfig
 from tests.conftest import DATA, timeout
 
 DATA = DATA

@@ -15,8 +15,8 @@ import pytest
 from arena.games.tank.engine import ACT_DIM, TankBattle
 from arena.royale import schema
 from arena.royale.game import RoyaleGame
+from arena.royale.match import royale_rules
 from arena.royale.schema import BotHandshake, BotIntent, BotReady, GameSetup, IntentState, RoyaleProtocolError
-from arena.royale.server import royale_rules
 
 rtr = pytest.importorskip("robocode_tank_royale", reason="the official Tank Royale bot API (pip install -e '.[royale]')")
 from robocode_tank_royale.bot_api.internal.bot_handshake_factory import BotHandshakeFactory  # noqa: E402

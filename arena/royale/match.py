@@ -1,0 +1,286 @@
+"""Playing a Tank Royale game over connected bots in lockstep, and ``arena match`` with Tank Royale bots.
+
+:class:`RoyaleGameRunner` plays a :class:`~arena.royale.game.RoyaleGame` in **lockstep**: the
+next turn starts the moment every bot that was sent a tick has answered; ``turn_timeout`` is
+only the upper bound, after which the missing bots get a ``skipped-turn-event`` and keep their
+last intent (Tank Royale's rule). :func:`play_royale_match` is ``arena match`` with Tank Royale
+bots: start the endpoint (:mod:`arena.royale.server`), boot the bots or wait for bots started by
+hand, seat them (:mod:`arena.royale.seats`), play, stop them.
+
+Why the turn loop is apart from the endpoint: the endpoint only gets bots connected and their
+frames parsed; what a turn *is* lives here, so the two can change apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..bots.play import Controller, MatchObserver
+from ..games.tank.engine import ACT_DIM, TankBattle, TankRules
+from .booter import BootedBot, find_bot
+from .game import RoyaleGame
+from .seats import RoyaleBotSpec, SeatedBots, boot_seats, game_setup, join_bots, stop_bots
+from .server import CLOSE_NORMAL, BotConnection, RoyaleServer, RoyaleServerConfig
+
+__all__ = ["MatchTally", "RoyaleGameRunner", "play_royale_match", "royale_rules", "run_royale_match"]
+
+
+def royale_rules(max_ticks: int = 2000) -> TankRules:
+    """Our rules with what Tank Royale adds on: bullets that meet destroy each other."""
+    return TankRules(max_ticks=max_ticks, bullet_collisions=True)
+
+
+# --- the turn loop ------------------------------------------------------------------------------
+
+
+@dataclass
+class MatchTally:
+    """What :class:`RoyaleGameRunner` counts while it plays."""
+
+    rounds: int = 0
+    turns: int = 0
+    """Steps of the battle (each advances every running match one turn)."""
+    game_turns: int = 0
+    """Turns summed over the matches (a match whose game is over no longer counts)."""
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    """CPU time of this process (the server and the engine) while the turns ran."""
+    wins: NDArray[np.int64] | None = None
+    score_sum: NDArray[np.float64] | None = None
+    energy_sum: NDArray[np.float64] | None = None
+
+
+class RoyaleGameRunner:
+    """Plays a :class:`RoyaleGame` over connected bots in lockstep (see the module docstring).
+
+    Args:
+        game: the game (its battle, seats and round budget).
+        connections: the bot of each seat, in seat order.
+        local: our controllers by tank index (they drive that tank in every match).
+        turn_timeout: seconds, or None to wait for every bot.
+        observer: sees every round start and tick (``arena match --record``).
+    """
+
+    def __init__(
+        self,
+        game: RoyaleGame,
+        connections: Sequence[BotConnection],
+        local: dict[int, Controller] | None = None,
+        turn_timeout: float | None = 0.03,
+        ready_timeout: float = 10.0,
+        observer: MatchObserver | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        if len(connections) != len(game.seats):
+            raise ValueError(f"{len(game.seats)} seats but {len(connections)} connections")
+        self.game = game
+        self.bots = SeatedBots(connections, [seat.name for seat in game.seats], game)
+        self.local = dict(local or {})
+        self.turn_timeout = turn_timeout
+        self.ready_timeout = ready_timeout
+        self.observer = observer
+        self.progress = progress
+        self.tally = MatchTally()
+
+    async def run(self) -> MatchTally:
+        """Play every match of the game to its last round. Returns the tally.
+
+        Raises:
+            RoyaleMatchError: a bot sent no ``bot-ready`` in time.
+        """
+        game, battle, bots = self.game, self.game.battle, self.bots
+        M, T = battle.n_matches, battle.n_tanks
+        tally = self.tally
+        tally.wins, tally.score_sum, tally.energy_sum = np.zeros(T, np.int64), np.zeros(T), np.zeros(T)
+        bots.attach()
+        try:
+            bots.send(game.game_started())
+            await bots.wait_ready(self.ready_timeout)
+            if self.observer is not None:
+                self.observer.round_started(battle, np.ones(M, bool))
+            bots.send(game.round_started())
+            actions = np.zeros((M, T, ACT_DIM), np.float32)
+            started, cpu = time.perf_counter(), time.process_time()
+            while not game.finished.all():
+                if self.local:
+                    obs = battle.observe()
+                    for t, player in self.local.items():
+                        actions[:, t] = player.act(obs[:, t])
+                game.fill(actions)
+                tally.game_turns += int(np.count_nonzero(~battle.round_over))
+                info = battle.step(actions)
+                tally.turns += 1
+                if self.observer is not None:
+                    self.observer.ticked(battle, actions)
+                bots.send(game.after_step(info.events))
+                ended = game.ended
+                if ended.any():
+                    self._count(ended)
+                    restart = ended & ~game.finished
+                    if restart.any():
+                        battle.reset(restart)
+                        for player in self.local.values():
+                            player.reset(restart)
+                        if self.observer is not None:
+                            self.observer.round_started(battle, restart)
+                        bots.send(game.round_started(restart))
+                    if self.progress is not None:
+                        self.progress(tally.rounds)
+                await bots.wait_turn(self.turn_timeout)
+            tally.seconds = time.perf_counter() - started
+            tally.cpu_seconds = time.process_time() - cpu
+        except BaseException:
+            with contextlib.suppress(Exception):
+                bots.abort()
+            raise
+        finally:
+            bots.detach()
+        return tally
+
+    def _count(self, ended: NDArray[np.bool_]) -> None:
+        battle, tally = self.game.battle, self.tally
+        assert tally.wins is not None and tally.score_sum is not None and tally.energy_sum is not None
+        for m in np.flatnonzero(ended).tolist():
+            if battle.winner[m] >= 0:
+                tally.wins[battle.winner[m]] += 1
+            tally.score_sum += battle.scores[m]
+            tally.energy_sum += np.where(battle.alive[m], battle.energy[m], 0.0)
+            tally.rounds += 1
+
+
+# --- arena match with Tank Royale bots ----------------------------------------------------------
+
+
+def play_royale_match(
+    players: Sequence[RoyaleBotSpec | Controller],
+    rounds: int,
+    seed: int = 0,
+    rules: TankRules | None = None,
+    config: RoyaleServerConfig | None = None,
+    boot_bots: bool = True,
+    observer: MatchObserver | None = None,
+    progress: Callable[[int], None] | None = None,
+    announce: Callable[[str], None] | None = None,
+    n_matches: int = 1,
+    log_dir: Path | None = None,
+    bot_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Play ``rounds`` rounds in which every player has one tank; Tank Royale bots over the protocol.
+
+    With ``boot_bots`` each bot directory is started like Tank Royale's booter does (its own
+    secret, so the server knows which tank is whose) and stopped afterwards; otherwise the
+    server waits on ``config.port`` for bots started by hand and gives them the Tank Royale
+    seats in the order they connect (a bot whose handshake name equals a seat's name gets
+    that seat). ``n_matches`` > 1 plays that many games side by side (a bot process each),
+    ``rounds`` rounds each. ``announce`` hears where the server waits (hand-started bots);
+    ``bot_env`` is added to the booted bots' environment; ``log_dir`` keeps their output.
+
+    Returns play_match's result (``rounds``, ``bots``: name, wins, mean score, mean energy
+    left) plus ``royale``: turns, seconds, turns/s of the game loop, and skipped turns per bot.
+
+    Raises:
+        RoyaleMatchError: bots did not connect or get ready in time (with their log's tail).
+        FileNotFoundError, ValueError: a bot directory is not a Tank Royale bot.
+    """
+    if len(players) < 2:
+        raise ValueError("a match needs at least two bots")
+    if rounds < 1 or n_matches < 1:
+        raise ValueError("rounds and n_matches must be >= 1")
+    rules = rules or royale_rules()
+    config = config or RoyaleServerConfig()
+    if boot_bots:
+        for p in players:
+            if isinstance(p, RoyaleBotSpec):
+                find_bot(p.directory())  # a bad directory fails now, before the server starts
+    return asyncio.run(
+        run_royale_match(
+            list(players), rounds, seed, rules, config, boot_bots, observer, progress, announce, n_matches, log_dir, bot_env
+        )
+    )
+
+
+async def run_royale_match(
+    players: list[RoyaleBotSpec | Controller],
+    rounds: int,
+    seed: int,
+    rules: TankRules,
+    config: RoyaleServerConfig,
+    boot_bots: bool,
+    observer: MatchObserver | None,
+    progress: Callable[[int], None] | None,
+    announce: Callable[[str], None] | None,
+    n_matches: int,
+    log_dir: Path | None,
+    bot_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """:func:`play_royale_match` inside a running event loop (tests drive hand-made bots beside it)."""
+    T = len(players)
+    battle = TankBattle(n_matches, T, rules, seed=seed)
+    battle.reward_terms = False  # nobody learns here: skip StepInfo's reward geometry
+    names = [p.name for p in players]
+    bots = {t: p for t, p in enumerate(players) if isinstance(p, RoyaleBotSpec)}
+    seats = [(m, t, bots[t].name) for m in range(n_matches) for t in bots]
+    local = {t: p for t, p in enumerate(players) if not isinstance(p, RoyaleBotSpec)}
+    setup = game_setup(rules, rounds, T, config)
+    booted: list[BootedBot] = []
+    with tempfile.TemporaryDirectory(prefix="arena-royale-") as tmp:
+        async with RoyaleServer(config) as server:
+            server.setup = setup
+            try:
+                by_secret: dict[str, int] = {}
+                if boot_bots:
+                    paths = [bots[t].directory() for _, t, _ in seats]
+                    by_secret = boot_seats(server, paths, log_dir or Path(tmp), booted, bot_env)
+                elif announce is not None:
+                    wanted = ", ".join(name for _, _, name in seats)
+                    announce(f"waiting for {len(seats)} Tank Royale bot(s) ({wanted}) on {server.url}")
+                connections = await join_bots(server, seats, by_secret, booted, config.join_timeout)
+                game = RoyaleGame(battle, seats, names, setup, rounds)
+                runner = RoyaleGameRunner(
+                    game, connections, local, config.turn_timeout, config.ready_timeout, observer, progress
+                )
+                tally = await runner.run()
+                bot_cpu: dict[str, float] = {}
+                for b in booted:  # summed per bot (several games boot a bot several times)
+                    bot_cpu[b.bot.base_name] = bot_cpu.get(b.bot.base_name, 0.0) + (b.cpu_seconds() or 0.0)
+                for conn in connections:
+                    await conn.close(CLOSE_NORMAL, "game ended")
+            finally:
+                await server.close()
+                await asyncio.to_thread(stop_bots, booted)
+    assert tally.wins is not None and tally.score_sum is not None and tally.energy_sum is not None
+    played = max(tally.rounds, 1)
+    skipped: dict[str, int] = {}
+    for seat in game.seats:
+        skipped[seat.name] = skipped.get(seat.name, 0) + seat.skipped
+    return {
+        "rounds": tally.rounds,
+        "bots": [
+            {
+                "name": names[t],
+                "wins": int(tally.wins[t]),
+                "mean_score": round(float(tally.score_sum[t] / played), 2),
+                "mean_energy": round(float(tally.energy_sum[t] / played), 2),
+            }
+            for t in range(T)
+        ],
+        "royale": {
+            "turns": tally.game_turns,
+            "seconds": round(tally.seconds, 3),
+            "turns_per_s": round(tally.game_turns / max(tally.seconds, 1e-9), 1),
+            "matches": n_matches,
+            "skipped_turns": skipped,
+            "server_cpu_ms_per_turn": round(1000 * tally.cpu_seconds / max(tally.game_turns, 1), 3),
+            "bot_cpu_s": {name: round(cpu, 2) for name, cpu in bot_cpu.items()},
+        },
+    }
