@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from .common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_rewards
+from .distributed import GradientSync
 from .guards import adam_step_unless
 from .networks import Critic, GaussianActor, check_same_shapes
 
@@ -174,6 +175,23 @@ class PPOAgent:
         # Sums, then done and skipped counts. float64: summing in the order the minibatches ran,
         # it gives exactly the Python-float sums the eager loop reported before it shared the step.
         self._totals = torch.zeros(len(_TOTALS) + 2, dtype=torch.float64, device=self.device)
+        self.gradient_sync: GradientSync | None = None
+        """Set by :meth:`distribute`: averages each step's gradients over the learner ranks."""
+
+    def distribute(self, sync: GradientSync) -> None:
+        """Average every gradient step over learner ranks with ``sync`` (an
+        :class:`agents.distributed.GradientAverager`), between the backward pass and the guard.
+
+        Every rank must then run the same number of minibatch steps per update, which PPO does:
+        an update takes exactly ``rollout_steps`` steps. The CUDA graph path is turned off (the
+        all-reduce is a host call between backward and step); call this before training.
+        """
+        self.gradient_sync = sync
+        if self.use_graph:
+            self.use_graph = False
+            self._static = None
+            self._graph = None
+            self.optimizer = self._new_optimizer()  # not capturable any more
 
     def _new_optimizer(self) -> torch.optim.Adam:
         params = [*self.actor.parameters(), *self.critic.parameters()]
@@ -430,9 +448,12 @@ class PPOAgent:
         # A graph zeroes in place instead of setting None: a replay writes gradients where it captured them.
         self.optimizer.zero_grad(set_to_none=not self.use_graph)
         mb["loss"].backward()  # type: ignore[no-untyped-call]
+        loss_ok = torch.isfinite(mb["loss"])
+        if self.gradient_sync is not None:  # averaged over ranks, so every rank decides the same below
+            loss_ok = self.gradient_sync(params, loss_ok)
         self._gate_log_std_floor()
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
-        ok = torch.isfinite(grad_norm) & (grad_norm <= cfg.skip_grad_norm) & torch.isfinite(mb["loss"])
+        ok = torch.isfinite(grad_norm) & (grad_norm <= cfg.skip_grad_norm) & loss_ok
         # Clipping a skipped step's gradients (by a NaN or huge norm) is harmless: no Adam step reads them.
         torch.nn.utils.clip_grads_with_norm_(params, cfg.max_grad_norm, grad_norm)
         if self.use_graph:

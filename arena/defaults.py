@@ -43,6 +43,11 @@ Python bot costs ~0.7 ms of CPU a turn and answers in lockstep as fast as it can
 SpinBot in two matches took the learner from 54,900-56,900 to 33,200 steps/s on 2 cores; at 50
 turns/s, to 44,300-49,100 (docs/royale.md). Tank Royale itself plays 30 turns/s."""
 
+DISTRIBUTED_TIMEOUT = 60.0
+"""Seconds a learner rank of ``arena serve --distributed`` waits in a collective for the others before it
+stops with one line (a rank that dies is noticed at once; this bounds one that hangs). The ranks meet
+once per trainer step, so a rank whose bots are slow never makes the others wait this long."""
+
 STEPS_PER_AGENT = 64
 """Rollout steps per parallel agent (CleanRL's ``num_steps``): rollout = agents x 64, so 8,192 steps
 at 128 matches. What sets learning per sample here is gradient steps per sample: 32,768-step

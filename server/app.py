@@ -44,6 +44,7 @@ from .dashboard import Dashboard, DashboardConfig
 from .delivery import LARGE_FRAME_BYTES as LARGE_FRAME_BYTES  # public here before delivery.py existed
 from .delivery import WEIGHTS_WRITES_PER_TURN as WEIGHTS_WRITES_PER_TURN
 from .delivery import WeightsDelivery
+from .distributed import LearnerGroup
 from .exported_metrics import describe_server_metrics
 from .http_common import bearer_matches, json_body, peer_address, respond, tls_context
 from .interpreter import InterpreterTuning
@@ -83,6 +84,8 @@ class TrainingServer:
         dashboard: serve the live dashboard (a web page and observer websocket) on a port of its own.
         reward: the game's reward function for ``terms``-mode bots (the tank's is
             ``arena.games.tank.rewards.TANK_REWARD``); None: such a ``hello`` is refused (``bad_hello``).
+        group: the learner ranks this server is one of (:mod:`server.distributed`): its trainer
+            averages gradients over them, and ``/healthz`` and ``/metrics`` carry its ``rank``.
     """
 
     def __init__(
@@ -94,9 +97,12 @@ class TrainingServer:
         dashboard: DashboardConfig | None = None,
         *,
         reward: RewardFunction | None = None,
+        group: LearnerGroup | None = None,
     ) -> None:
         self.config = cfg = config or ServerConfig()
-        self.metrics = Metrics()
+        self.group = group
+        """The learner ranks this server's trainer is one of (``arena serve --distributed``), or None."""
+        self.metrics = Metrics(labels={"rank": str(group.rank)} if group is not None else None)
         arch, _ = agent.export_actor()
         self.obs_dim, self.act_dim = int(arch["layers"][0]), int(arch["layers"][-1])
         self.rules = BotRules.from_config(cfg, self.obs_dim, self.act_dim, reward_terms=reward is not None)
@@ -115,6 +121,7 @@ class TrainingServer:
             segment_steps=cfg.segment_steps,
             on_fatal=self._fatal_threadsafe,
             reward=reward,
+            group=group,
         )
         self.failed: BaseException | None = None
         """Set when the trainer gave up (crashes beyond its restart quota): the owner should close."""

@@ -19,8 +19,11 @@ Labels = tuple[tuple[str, str], ...]
 class Metrics:
     """Named counters (monotonic) and gauges (set), each with optional labels."""
 
-    def __init__(self, prefix: str = "arena") -> None:
+    def __init__(self, prefix: str = "arena", labels: Mapping[str, str] | None = None) -> None:
+        """``labels``: put on every series :meth:`render` exports (a learner's ``rank``), never on the
+        values read back here, so code that counts never needs to know them."""
         self.prefix = prefix
+        self._constant: Labels = tuple(sorted((labels or {}).items()))
         self._lock = threading.Lock()  # guards _counters and _gauges, nothing else
         self._counters: defaultdict[str, defaultdict[Labels, float]] = defaultdict(lambda: defaultdict(float))
         self._gauges: defaultdict[str, dict[Labels, float]] = defaultdict(dict)
@@ -82,7 +85,7 @@ class Metrics:
                         lines.append(f"# HELP {full} {self._help[name]}")
                     lines.append(f"# TYPE {full} {kind}")
                     for labels, value in sorted(table[name].items()):
-                        lines.append(f"{_series(full, labels)} {_number(value)}")
+                        lines.append(f"{_series(full, self._constant + labels)} {_number(value)}")
         return "\n".join(lines) + "\n"
 
 

@@ -154,6 +154,9 @@ class ServerStats:
     """The newest update's stats row (the trainer never changes one after storing it)."""
     bots: tuple[BotStats, ...] = ()
     """The first connected bots, longest-connected first (only as many as asked for)."""
+    rank: int | None = None
+    """This learner's rank among ``world_size`` (``arena serve --distributed``); None when alone."""
+    world_size: int | None = None
 
     @property
     def dropped_total(self) -> int:
@@ -175,6 +178,7 @@ class ServerStats:
             "policy_version": self.policy.version,
             "connected_bots": self.connected_bots,
             "agent": self.agent,
+            **({"rank": self.rank, "world_size": self.world_size} if self.rank is not None else {}),
         }
 
     @classmethod
@@ -212,6 +216,8 @@ class ServerStats:
             trainer_heartbeat_age=max(0.0, taken_at - trainer.heartbeat),  # it may beat after taken_at
             last_update=MappingProxyType(trainer.last_metrics),
             bots=_bot_rows(server, bots) if bots > 0 else (),
+            rank=server.group.rank if server.group is not None else None,
+            world_size=server.group.world_size if server.group is not None else None,
         )
 
 

@@ -28,10 +28,12 @@ import numpy as np
 import torch
 
 from agents import Agent, CheckpointStore, Segment, SegmentEnd, segment_return
+from agents.distributed import GradientAverager
 from bot_protocol import PolicyId
 
 from .assembler import SegmentBuilder
 from .config import TrainerConfig
+from .distributed import LearnerGroup, RankLost
 from .metrics import Metrics
 from .rewards import RewardFunction
 from .transition_queue import TransitionQueue
@@ -87,6 +89,9 @@ class Trainer:
             :mod:`server.rewards`). None: scalar-reward sessions only.
         clock: seconds, for the checkpoint schedule and the restart quota (tests pass one they
             advance by hand; the heartbeat the server's watchdog reads stays on ``time.monotonic``).
+        group: the learner ranks this trainer is one of (``arena serve --distributed``; see
+            :mod:`server.distributed`): gradients are averaged over them, updates and checkpoints
+            agreed with them, and rank 0's starting state shared; no restart within the rank.
 
     Supervision (ML-Agents' pattern): an exception inside :meth:`step` restarts the trainer
     from the newest valid checkpoint (or the last good state in memory) with a new
@@ -109,9 +114,18 @@ class Trainer:
         on_fatal: Callable[[BaseException], None] = lambda exc: None,
         reward: RewardFunction | None = None,
         clock: Callable[[], float] = time.monotonic,
+        group: LearnerGroup | None = None,
     ) -> None:
         self.agent = agent
         self._clock = clock
+        self.group = group
+        self.gradient_sync: GradientAverager | None = None
+        if group is not None:
+            distribute = getattr(agent, "distribute", None)
+            if distribute is None:
+                raise ValueError(f"distributed learners train PPO (synchronous updates of one size); not {agent.name}")
+            self.gradient_sync = GradientAverager()
+            distribute(self.gradient_sync)
         self.builder = SegmentBuilder(segment_steps, reward)
         self.queue = queue
         self.metrics = metrics
@@ -143,6 +157,8 @@ class Trainer:
         self._first_update_at: float | None = None
         """When this run's first update ended: the first checkpoint is due ``first_checkpoint_after`` later."""
         self._checkpoint_requested = False
+        self._group_stopping = False
+        """The ranks agreed to stop (one of them is stopping): the loop ends after the step that learned it."""
         self._updated = False
         """Whether the last :meth:`step` ran an update (else a drain only: the run loop pauses)."""
         self.handover_lock = threading.Lock()
@@ -157,6 +173,8 @@ class Trainer:
         """The checkpoint ``--resume`` loaded (None: fresh, or no valid checkpoint was found)."""
         if config.resume:
             self.restore()
+        if group is not None:
+            self._start_like_rank_0(group)
         self.snapshot = self._make_snapshot()
         self._last_good = self._good_state()
         if self.store is not None and config.resume:
@@ -195,7 +213,12 @@ class Trainer:
     def _run(self) -> None:
         threads = self.config.torch_threads or max(1, len(os.sched_getaffinity(0)) - 1)  # the CPUs we may use
         torch.set_num_threads(threads)  # leave a core to the event loop (GIL stalls show up as loop lag)
-        while not self._stop.is_set():
+        while self.group is not None or not self._stop.is_set():
+            if self._group_stopping:
+                if not self._stop.is_set():  # another rank stopped: this one cannot train alone
+                    self.error = RankLost("another learner rank stopped, so this one stops too")
+                    self._on_fatal(self.error)
+                return
             try:
                 if not self.step():
                     self.queue.wait(self.config.idle_wait)
@@ -204,11 +227,17 @@ class Trainer:
             except Exception as exc:
                 if self._restart(exc):
                     continue
-                self.error = exc
-                logger.exception("trainer crashed beyond its restart quota; stopping the server")
-                if self.store is not None and self._state_is_finite():
-                    self.save_checkpoint()  # ML-Agents: a final checkpoint whenever the state is still valid
-                self._on_fatal(exc)
+                if self.group is not None:
+                    # No final checkpoint: the crash may have come between two of an update's gradient
+                    # steps, and the group restarts from rank 0's last periodic one.
+                    self.error = self.group.explain(exc)
+                    logger.error("%s", self.error, exc_info=None if isinstance(self.error, RankLost) else exc)
+                else:
+                    self.error = exc
+                    logger.exception("trainer crashed beyond its restart quota; stopping the server")
+                    if self.store is not None and self._state_is_finite():
+                        self.save_checkpoint()  # ML-Agents: a final checkpoint whenever the state is still valid
+                self._on_fatal(self.error)
                 return
 
     def stop(self, timeout: float = 30.0, checkpoint: bool = True) -> None:
@@ -228,6 +257,8 @@ class Trainer:
         """Recover from a crash inside :meth:`step` if the quota allows; False to give up."""
         now = self._clock()
         cfg = self.config
+        if self.group is not None:
+            return False  # one rank rolling back alone would train another policy: torchrun restarts the group
         if self.restarts >= cfg.max_restarts or now - self._last_restart < cfg.restart_interval:
             return False
         self.restarts += 1
@@ -307,11 +338,16 @@ class Trainer:
                         self._forget_bot(left)
             if arrivals:
                 self._on_drained()
-        did_update = self.update()
+        ready = self._ready_for_update()
+        agreed_due = None
+        if self.group is not None:  # the ranks' one collective a step: update, checkpoint and stop together
+            agreed = self.group.agree(ready, self._checkpoint_due(), self._stop.is_set())
+            ready, agreed_due, self._group_stopping = agreed.update, agreed.checkpoint, agreed.stop
+        did_update = ready and self._run_update()
         self._updated = did_update
         if did_update and self._first_update_at is None:
             self._first_update_at = self._clock()
-        if self._checkpoint_due():
+        if self._checkpoint_due() if agreed_due is None else agreed_due:
             self._checkpoint_requested = False
             if self.store is not None:
                 self.save_checkpoint()
@@ -418,7 +454,13 @@ class Trainer:
 
     def update(self) -> bool:
         """One update and its publish, if the agent holds enough data; False if it does not (or no longer
-        does once stale data was discarded). :meth:`step` calls it after each drain."""
+        does once stale data was discarded). :meth:`step` calls it after each drain; a learner group's
+        ranks update only from :meth:`step`, where they agree on it first."""
+        assert self.group is None, "a rank updates only when every rank does: call step()"
+        return self._ready_for_update() and self._run_update()
+
+    def _ready_for_update(self) -> bool:
+        """Whether the agent holds a full update's data once stale segments are discarded."""
         if not self.agent.ready():
             return False
         max_lag = self.agent.max_policy_lag
@@ -429,8 +471,11 @@ class Trainer:
                 if stale:
                     self.held_steps -= stale
                     self.metrics.inc("transitions_dropped", stale, reason="stale")
-            if not self.agent.ready():
-                return False
+        return self.agent.ready()
+
+    def _run_update(self) -> bool:
+        """The update itself, its bookkeeping and its publish (the agent is ready)."""
+        sync_before = self.gradient_sync.seconds if self.gradient_sync is not None else 0.0
         start = time.perf_counter()
         stats = self.agent.update()
         elapsed = time.perf_counter() - start
@@ -456,6 +501,9 @@ class Trainer:
             stats["rollout/ep_rew_mean"] = self.episode_returns.mean()
             self.metrics.set("ep_rew_mean", stats["rollout/ep_rew_mean"])
         stats["time/update_seconds"] = elapsed
+        if self.gradient_sync is not None:
+            # What averaging the gradients over the ranks cost this update (a rank waiting on a slower one included).
+            stats["distributed/allreduce_seconds"] = self.gradient_sync.seconds - sync_before
         applied = stats.get("train/applied_steps", 1.0)
         if applied == 0 and stats.get("train/skipped_steps", 0.0) > 0:
             # Every step was non-finite: the weights did not move; publish nothing. Repeated,
@@ -478,6 +526,24 @@ class Trainer:
         if self._update_hook is not None:
             self._update_hook(stats)
         return True
+
+    def _start_like_rank_0(self, group: LearnerGroup) -> None:
+        """Every rank starts from rank 0's state (fresh or just resumed): weights, optimizer, policy id.
+
+        The data buffers stay each rank's own (a PPO agent holds none at start).
+        """
+        mine = None
+        if group.is_leader:
+            agent_state = {k: v for k, v in self.agent.state_dict().items() if k != "replay"}
+            mine = {"agent": agent_state, "generation": self.generation, "version": self.version,
+                    "updates": self.updates, "steps_trained": self.steps_trained}  # fmt: skip
+        shared = group.share(mine)
+        if not group.is_leader:
+            self.agent.load_state_dict(shared["agent"])
+            self.generation, self.version = int(shared["generation"]), int(shared["version"])
+            self.updates, self.steps_trained = int(shared["updates"]), int(shared["steps_trained"])
+        logger.info("rank %d of %d starts at generation %d, version %d", group.rank, group.world_size,
+                    self.generation, self.version)  # fmt: skip
 
     def republish(self) -> None:
         """Snapshot the networks under the current ``(generation, version)`` and publish them to every bot."""

@@ -224,30 +224,34 @@ def _make_server(
     act_dim: int,
     log: Callable[[dict[str, float]], None],
     reward: RewardFunction | None,
+    group: Any = None,
 ) -> Any:
     """The server both `train` and `serve` run: agent, limits, checkpoints in ``--out``, metrics log.
 
     ``reward`` is the game's reward function for terms-mode bots (``TANK_REWARD`` for the tank),
     or None for a game whose bots send scalar rewards: the server owns no shaping of its own.
+    ``group``: the learner ranks of ``serve --distributed``; only rank 0 keeps checkpoints.
     """
     from agents import make_agent
     from server import TrainerConfig, TrainingServer
 
     if args.resume and not (args.out / "checkpoints").is_dir():
         raise FileNotFoundError(f"--resume: no checkpoints in {args.out / 'checkpoints'}")
+    writes = group is None or group.is_leader
     return TrainingServer(
         make_agent(args.agent, obs_dim, act_dim, **_agent_options(args)),
         _server_config(args),
         TrainerConfig(
-            checkpoint_dir=args.out / "checkpoints",
+            checkpoint_dir=args.out / "checkpoints" if writes else None,
             checkpoint_interval=args.checkpoint_interval
             or (REPLAY_CHECKPOINT_INTERVAL if getattr(args, "save_replay", False) else CHECKPOINT_INTERVAL),
-            resume=args.resume,
+            resume=args.resume and writes,
             torch_threads=args.torch_threads,
         ),
         update_hook=log,
         dashboard=_dashboard_config(args),
         reward=reward,
+        group=group,
     )
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..defaults import (
+    DISTRIBUTED_TIMEOUT,
     STEPS_PER_AGENT,
     TANK_MATCHES,
 )
@@ -23,6 +24,7 @@ from .options import (
     _announce_dashboard,
     _attach_tensorboard,
     _make_server,
+    _positive_float,
     _positive_int,
     _resume_line,
 )
@@ -62,10 +64,29 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     _add_server_flags(serve, default_port=8765)
     serve.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain: serve wss:// (needs --tls-key)")
     serve.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
+    serve.add_argument(
+        "--distributed",
+        action="store_true",
+        help="be one learner rank of several, started by torchrun (ppo): each rank serves its own bots on --port + its "
+        "local rank and all ranks train one policy, gradients averaged; rank 0 writes --out. See docs/deploy.md",
+    )
+    serve.add_argument(
+        "--collective-timeout",
+        type=_positive_float,
+        default=DISTRIBUTED_TIMEOUT,
+        metavar="S",
+        help=f"--distributed: seconds a rank waits for the others before it gives up (default: {DISTRIBUTED_TIMEOUT:g})",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
     from server import ListenError
+
+    group = None
+    if args.distributed:
+        group = _join_learner_group(args)
+        if group is None:
+            return 2
 
     from ..games.tank.engine import ACT_DIM
     from ..games.tank.observation import OBS_DIM
@@ -75,12 +96,16 @@ def _serve(args: argparse.Namespace) -> int:
     obs_dim, act_dim = args.obs_dim or OBS_DIM, args.act_dim or ACT_DIM
     args.tank_agents = args.agents if (obs_dim, act_dim) == (OBS_DIM, ACT_DIM) else None  # the tank's PPO defaults
     scalars: list[Any] = []  # the server's figures for each row, once the server exists (as in arena train)
-    log = MetricsLog(args.out / "metrics.jsonl", time.monotonic(), extra=lambda: scalars[0]() if scalars else {})
+    writes = group is None or group.is_leader  # rank 0 alone writes --out
+    log = MetricsLog(
+        args.out / "metrics.jsonl" if writes else None, time.monotonic(), extra=lambda: scalars[0]() if scalars else {}
+    )
     # Terms-mode bots get the tank's shaping at any sizes, as they always have: the tank is serve's game.
-    server = _make_server(args, obs_dim, act_dim, log, TANK_REWARD)
+    server = _make_server(args, obs_dim, act_dim, log, TANK_REWARD, group)
     scalars.append(ServerScalars(server))
     log.dashboard = server.dashboard
-    args.out.mkdir(parents=True, exist_ok=True)
+    if writes:
+        args.out.mkdir(parents=True, exist_ok=True)
     if args.tensorboard:
         _attach_tensorboard(log, args, "arena serve")
     logging.getLogger("server").setLevel(logging.INFO)
@@ -97,8 +122,9 @@ def _serve(args: argparse.Namespace) -> int:
             if args.agent == "ppo":
                 cfg = server.trainer.agent.config
                 shape = f", rollout {cfg.rollout_steps:,} steps in minibatches of {cfg.minibatch_size:,}"
+            rank = f"rank {group.rank} of {group.world_size}: " if group is not None else ""
             print(
-                f"arena serve: {args.agent} listening on {server.url} (obs {obs_dim}, act {act_dim}{shape}); "
+                f"arena serve: {rank}{args.agent} listening on {server.url} (obs {obs_dim}, act {act_dim}{shape}); "
                 f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops",
                 flush=True,
             )
@@ -120,6 +146,8 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         if log.tensorboard is not None:
             log.tensorboard.close()
+    if group is not None:
+        return _leave_learner_group(group, server.failed)
     if server.failed is not None:
         print(f"arena serve: error: the trainer failed beyond its restart quota: {server.failed!r}", file=sys.stderr)
         return 1
@@ -150,3 +178,40 @@ async def _say_when_caught_up(server: Any, every: float = 0.5) -> None:
                 f"{books['trained']:,} trained{held} (policy version {server.trainer.version})",
                 flush=True,
             )
+
+
+def _join_learner_group(args: argparse.Namespace) -> Any:
+    """This process's learner rank (``--distributed``), with its port, outputs and resume set; None
+    after a one-line error (not under torchrun, not ppo, no rendezvous)."""
+    from server.distributed import DistributedConfig, LearnerGroup
+
+    if args.agent != "ppo":
+        print(f"arena serve: error: --distributed trains ppo (every rank runs updates of one size); not {args.agent}",
+              file=sys.stderr)  # fmt: skip
+        return None
+    try:
+        config = DistributedConfig.from_environment(timeout=args.collective_timeout)
+        group = LearnerGroup(config)
+    except (ValueError, RuntimeError) as exc:
+        print(f"arena serve: error: {exc}", file=sys.stderr)
+        return None
+    if args.port:
+        args.port += config.local_rank  # one bot port per rank on a host
+    if not group.is_leader:
+        args.dashboard_port, args.tensorboard = -1, False  # rank 0 shows and writes the run
+    elif config.restart and (args.out / "checkpoints").is_dir():
+        args.resume = True  # torchrun restarted the group: carry on from rank 0's newest checkpoint
+    return group
+
+
+def _leave_learner_group(group: Any, failed: BaseException | None) -> int:
+    """Exit code of a learner rank: 0 when stopped, 1 (one line) when the group or the trainer failed.
+
+    A failed rank leaves without tearing the process group down: the others are gone or stuck,
+    and torchrun, seeing the exit, stops them and restarts the group if its policy allows.
+    """
+    if failed is None:
+        group.close()
+        return 0
+    print(f"arena serve: error: {failed}", file=sys.stderr, flush=True)
+    return 1

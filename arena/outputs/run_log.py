@@ -50,9 +50,10 @@ def strict_json(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class MetricsLog:
-    """Appends one JSON line per update to ``metrics.jsonl`` (trainer thread)."""
+    """Appends one JSON line per update to ``metrics.jsonl`` (trainer thread); with ``path`` None it
+    keeps the rows only (a learner rank other than 0 writes no files)."""
 
-    def __init__(self, path: Path, started: float, extra: Callable[[], dict[str, float]] | None = None) -> None:
+    def __init__(self, path: Path | None, started: float, extra: Callable[[], dict[str, float]] | None = None) -> None:
         self.path = path
         self.started = started
         self.extra = extra
@@ -67,8 +68,9 @@ class MetricsLog:
         row = {"wall_seconds": round(time.monotonic() - self.started, 3), **stats, **(self.extra() if self.extra else {})}
         with self.lock:
             self.rows.append(row)
-            with self.path.open("a") as f:
-                f.write(json.dumps(strict_json(row)) + "\n")
+            if self.path is not None:
+                with self.path.open("a") as f:
+                    f.write(json.dumps(strict_json(row)) + "\n")
         if self.dashboard is not None:
             self.dashboard.publish_stats(row)
         if self.tensorboard is not None:

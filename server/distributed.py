@@ -1,0 +1,206 @@
+"""Learner ranks on ``torch.distributed``: the process group, and the decisions ranks must share.
+
+``arena serve --distributed`` is started by ``torchrun``: N processes, each with its own bot
+port, queue and trainer thread, one learner between them. Rollouts stay on their rank; every
+minibatch's gradients are averaged over the ranks (:class:`agents.distributed.GradientAverager`),
+so all ranks hold the same weights and publish the same ``(generation, version)``.
+
+Lock-step needs each rank to run the same collectives in the same order, so what decides
+*whether* a collective happens is agreed first, in one small all-reduce per trainer step
+(:meth:`LearnerGroup.agree`): an update runs when every rank holds a full rollout (a rank
+that is ready waits for the others, and stops draining, so its bots slow down through
+credit), and a checkpoint (with the rollback state taken beside it) happens when rank 0's
+clock says so. Rank 0 alone writes files; at start it sends its state (fresh or resumed) to
+the others, so they start from the same weights, optimizer state and policy id.
+
+A rank that dies makes the others' next collective fail at once (its sockets close); one that
+hangs makes it fail after ``timeout``. Either way the trainer stops with :class:`RankLost`
+and the process exits non-zero, which is torchrun's cue to restart the whole group from
+rank 0's newest checkpoint under a new generation (docs/deploy.md). There is no restart
+within a rank: one rank rolling back alone would leave the others training another policy.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from agents.distributed import CollectiveFailed
+
+__all__ = ["Agreement", "DistributedConfig", "LearnerGroup", "RankLost"]
+
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+"""What torchrun sets for each process it starts (``env://`` rendezvous)."""
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """The ranks' shared decision for one trainer step."""
+
+    update: bool
+    """Every rank holds a full rollout: all run the update (its gradient steps all-reduce together)."""
+    checkpoint: bool
+    """Rank 0's clock says a checkpoint is due: rank 0 writes it, every rank takes its rollback state."""
+    stop: bool
+    """A rank is stopping: every trainer leaves its loop after this step (so none waits for a collective
+    that will never come)."""
+
+
+class RankLost(RuntimeError):
+    """A collective with the other ranks failed: one of them died, hung past the timeout, or left."""
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """This process's place among the learner ranks, as torchrun describes it."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    timeout: float = 60.0
+    """Seconds a collective may wait for the slowest rank before this rank gives up (``RankLost``)."""
+    backend: str = "gloo"
+    """``gloo`` on the CPU; ``nccl`` when the learner runs on CUDA."""
+    restart: int = 0
+    """How many times torchrun has restarted the group (``TORCHELASTIC_RESTART_COUNT``)."""
+    master_addr: str = "127.0.0.1"
+    """Where the rendezvous store listens (``MASTER_ADDR``: torchrun's agent on the first host, or rank 0)."""
+    master_port: int = 29500
+    agent_store: bool = False
+    """torchrun's agent hosts the store (``TORCHELASTIC_USE_AGENT_STORE``); else rank 0 does."""
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.rank < self.world_size and 0 <= self.local_rank <= self.rank):
+            raise ValueError(
+                f"rank {self.rank}, local rank {self.local_rank} and world size {self.world_size} do not fit together"
+            )
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
+        if self.backend not in ("gloo", "nccl"):
+            raise ValueError(f"backend must be gloo or nccl, got {self.backend!r}")
+
+    @classmethod
+    def from_environment(
+        cls, environ: Mapping[str, str] | None = None, timeout: float = 60.0, backend: str = "gloo"
+    ) -> DistributedConfig:
+        """Read torchrun's variables; ValueError naming what is missing when not started by torchrun."""
+        env = os.environ if environ is None else environ
+        missing = [name for name in TORCHRUN_VARIABLES if name not in env]
+        if missing:
+            raise ValueError(
+                f"--distributed runs under torchrun, which sets {', '.join(missing)} "
+                "(e.g. torchrun --nproc-per-node 2 -m arena.cli serve --distributed; see docs/deploy.md)"
+            )
+        return cls(
+            rank=int(env["RANK"]),
+            world_size=int(env["WORLD_SIZE"]),
+            local_rank=int(env["LOCAL_RANK"]),
+            timeout=timeout,
+            backend=backend,
+            restart=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+            master_addr=env["MASTER_ADDR"],
+            master_port=int(env["MASTER_PORT"]),
+            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
+        )
+
+
+class LearnerGroup:
+    """The process group of the learner ranks, and the few collectives the trainer runs outside
+    the gradient steps. ``agree_seconds`` adds up the time spent in :meth:`agree` (a rank waiting
+    for the others shows up here)."""
+
+    def __init__(self, config: DistributedConfig) -> None:
+        self.config = config
+        self.rank = config.rank
+        self.world_size = config.world_size
+        if not dist.is_initialized():
+            dist.init_process_group(
+                config.backend,
+                store=_attempt_store(config),
+                rank=config.rank,
+                world_size=config.world_size,
+                timeout=datetime.timedelta(seconds=config.timeout),
+            )
+        self.agree_seconds = 0.0
+        self.agreements = 0
+
+    @property
+    def is_leader(self) -> bool:
+        """Rank 0: the one that writes checkpoints, logs and the report."""
+        return self.rank == 0
+
+    def agree(self, ready: bool, leader_due: bool, stopping: bool) -> Agreement:
+        """What every rank does next, from each rank's view: one all-reduce of three integers."""
+        start = time.perf_counter()
+        votes = torch.tensor([int(ready), int(leader_due and self.is_leader), int(stopping)], dtype=torch.int64)
+        self._collective(lambda: dist.all_reduce(votes, op=dist.ReduceOp.SUM), "agreeing on the next update")
+        self.agree_seconds += time.perf_counter() - start
+        self.agreements += 1
+        ready_ranks, due, stopping_ranks = (int(v) for v in votes)
+        return Agreement(update=ready_ranks == self.world_size, checkpoint=due > 0, stop=stopping_ranks > 0)
+
+    def share(self, state: dict[str, Any] | None) -> dict[str, Any]:
+        """Rank 0's ``state`` on every rank (others pass None): the start of a run, fresh or resumed."""
+        box = [state if self.is_leader else None]
+        self._collective(lambda: dist.broadcast_object_list(box, src=0), "receiving rank 0's starting state")
+        shared = box[0]
+        assert isinstance(shared, dict)
+        return shared
+
+    def _collective(self, run: Any, doing: str) -> None:
+        try:
+            run()
+        except RuntimeError as exc:  # gloo and NCCL errors (dist.DistError) are RuntimeErrors
+            raise self._lost(exc, doing) from exc
+
+    def explain(self, exc: BaseException) -> BaseException:
+        """``exc`` as the one line a rank exits with: a :class:`RankLost` when it is a failed collective
+        (a gradient all-reduce inside an update, say), else ``exc`` itself (a bug of this rank)."""
+        if isinstance(exc, RankLost) or not isinstance(exc, CollectiveFailed | dist.DistError):
+            return exc
+        lost = self._lost(exc, "averaging gradients")
+        lost.__cause__ = exc
+        return lost
+
+    def _lost(self, exc: BaseException, doing: str) -> RankLost:
+        return RankLost(
+            f"rank {self.rank} of {self.world_size}: a collective failed while {doing} "
+            f"(another rank died, or hung past {self.config.timeout:g} s): {_gist(exc)}"
+        )
+
+
+def _gist(exc: BaseException) -> str:
+    """A backend's error in a few words: ``Read error [127.0.0.1]:29919: Connection reset by peer``
+    from gloo's ``[.../pair.cc:537] Read error ...: Connection reset by peer. This is typically ...``."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*", "", text)
+    return text.split(". This is typically")[0].rstrip(".")
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _attempt_store(config: DistributedConfig) -> Any:
+    """The rendezvous store, under a prefix of its own for each restart of the group.
+
+    Why the prefix: torchrun's static rendezvous keeps one store across restarts, so a restarted
+    group could read the dead attempt's addresses and fail to connect (measured here: gloo's
+    ``connectFullMesh`` refused, the restart lost). Each attempt's keys live apart.
+    """
+    store = dist.TCPStore(  # type: ignore[attr-defined]  # public, though torch's stubs do not re-export it
+        config.master_addr,
+        config.master_port,
+        config.world_size,
+        is_master=not config.agent_store and config.rank == 0,
+        timeout=datetime.timedelta(seconds=config.timeout),
+    )
+    return dist.PrefixStore(f"arena/attempt_{config.restart}", store)  # type: ignore[attr-defined]
