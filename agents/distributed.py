@@ -3,7 +3,7 @@
 With several learner processes (``torch.distributed``), each rank trains on its own bots'
 rollout and every gradient step must move all ranks' weights the same way, so that they
 keep publishing the same policy. DDP would do this with bucketed hooks during the backward
-pass; a PPO minibatch of the tank's network has ~10k parameters, so one all-reduce of all
+pass; the tank's PPO networks have about 12,000 parameters, so one all-reduce of all
 gradients flattened into one tensor costs one round trip instead of a bucket each, and it
 keeps the numerical guard exact: the flag that a rank's loss was not finite travels in the
 same tensor, so every rank skips the same steps (a NaN gradient anywhere becomes a NaN

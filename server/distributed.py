@@ -176,6 +176,11 @@ class LearnerGroup:
             f"(another rank died, or hung past {self.config.timeout:g} s): {_gist(exc)}"
         )
 
+    def close(self) -> None:
+        """Leave the group (a clean stop; a failed rank just exits)."""
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
 
 def _gist(exc: BaseException) -> str:
     """A backend's error in a few words: ``Read error [127.0.0.1]:29919: Connection reset by peer``
@@ -183,10 +188,6 @@ def _gist(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     text = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*", "", text)
     return text.split(". This is typically")[0].rstrip(".")
-
-    def close(self) -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
 
 def _attempt_store(config: DistributedConfig) -> Any:

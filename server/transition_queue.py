@@ -36,8 +36,9 @@ ON_POLICY_QUEUED_UPDATES = 1
 One: bots collect the next rollout while the trainer trains on this one, so a rollout is
 trained about one version after it was acted. A deeper queue only ages the data: bounded by
 bytes alone (two updates' worth to the high-water mark), 32k-step rollouts kept 108k steps
-queued and trained every rollout 4-6 versions late. Off-policy agents keep the byte bound
-only: a replay buffer takes any policy's data.
+queued and trained every rollout 4-6 versions late. Off-policy agents have a bound of their own
+(:data:`OFF_POLICY_QUEUED_PUBLISHES`): for them age does not matter (a replay buffer takes any
+policy's data), the update-to-data ratio does.
 """
 
 

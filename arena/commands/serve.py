@@ -81,6 +81,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from server import ListenError
+    from server.distributed import RankLost
 
     group = None
     if args.distributed:
@@ -101,7 +102,11 @@ def _serve(args: argparse.Namespace) -> int:
         args.out / "metrics.jsonl" if writes else None, time.monotonic(), extra=lambda: scalars[0]() if scalars else {}
     )
     # Terms-mode bots get the tank's shaping at any sizes, as they always have: the tank is serve's game.
-    server = _make_server(args, obs_dim, act_dim, log, TANK_REWARD, group)
+    try:
+        server = _make_server(args, obs_dim, act_dim, log, TANK_REWARD, group)
+    except RankLost as exc:  # another rank went away before this one had its starting state
+        print(f"arena serve: error: {exc}", file=sys.stderr)
+        return 1
     scalars.append(ServerScalars(server))
     log.dashboard = server.dashboard
     if writes:
@@ -199,6 +204,7 @@ def _join_learner_group(args: argparse.Namespace) -> Any:
         args.port += config.local_rank  # one bot port per rank on a host
     if not group.is_leader:
         args.dashboard_port, args.tensorboard = -1, False  # rank 0 shows and writes the run
+        args.resume = False  # rank 0's checkpoints reach it through the group, not the disk (another host's)
     elif config.restart and (args.out / "checkpoints").is_dir():
         args.resume = True  # torchrun restarted the group: carry on from rank 0's newest checkpoint
     return group
