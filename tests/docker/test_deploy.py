@@ -483,3 +483,52 @@ def test_probe_is_unhealthy_on_503_and_on_a_closed_port(http_503: str) -> None:
 def test_readme_links_the_deploy_guide() -> None:
     assert (ROOT / "docs" / "deploy.md").is_file()
     assert "(docs/deploy.md)" in (ROOT / "README.md").read_text()
+
+
+# ── compose.distributed.yaml: several learners ───────────────────────────────
+
+
+def distributed_compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((DOCKER / "compose.distributed.yaml").read_text())
+    return data
+
+
+def test_distributed_compose_validates_and_its_learners_command_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    """The learners run `torchrun … -m arena.cli serve --distributed`, which parses; N ranks publish N ports on loopback."""
+    document = distributed_compose()
+    assert compose_schema_errors(document) == []
+    learners = document["services"]["learners"]
+    launcher = [str(arg) for arg in learners["entrypoint"]]
+    assert launcher[:3] == ["python", "-m", "torch.distributed.run"]
+    ranks = int(flag_values(launcher, "--nproc-per-node")[0])
+    argv = [str(arg) for arg in learners["command"]]
+    assert argv[:2] == ["-m", "arena.cli"]
+    args = parse_command(argv[2:], capsys)
+    assert args.command == "serve" and args.distributed and args.host == "0.0.0.0"
+    published = sorted(port.split(":")[:2] for port in learners["ports"])
+    assert published == [["127.0.0.1", str(args.port + r)] for r in range(ranks)], "one loopback port per rank"
+    mounts = {target: source for source, target in (v.split(":")[:2] for v in learners["volumes"])}
+    assert mounts[str(args.out)] in document["volumes"], "rank 0's checkpoints must live in a named volume"
+
+
+def test_distributed_compose_has_workers_for_every_rank_and_the_token_from_the_env_file(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    document = distributed_compose()
+    learners = document["services"]["learners"]
+    port = int(flag_values([str(a) for a in learners["command"]], "--port")[0])
+    ranks = int(flag_values([str(a) for a in learners["entrypoint"]], "--nproc-per-node")[0])
+    reached = set()
+    for name, service in document["services"].items():
+        assert service.get("env_file") == "arena.env", name
+        assert "--token" not in [str(a) for a in service.get("command", [])], name
+        if name == "learners":
+            continue
+        argv = [str(a) for a in service["command"]]
+        args = parse_command(argv, capsys)
+        url = urllib.parse.urlsplit(args.url)
+        assert (url.scheme, url.hostname) == ("ws", "learners"), name
+        reached.add(url.port)
+        assert service["depends_on"]["learners"]["condition"] == "service_healthy", name
+    assert reached == {port + r for r in range(ranks)}, "every rank needs its bots"
+    assert not re.search(r"ARENA_TOKEN\s*[:=]\s*\S", (DOCKER / "compose.distributed.yaml").read_text())
