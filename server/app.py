@@ -44,7 +44,7 @@ from .dashboard import Dashboard, DashboardConfig
 from .delivery import LARGE_FRAME_BYTES as LARGE_FRAME_BYTES  # public here before delivery.py existed
 from .delivery import WEIGHTS_WRITES_PER_TURN as WEIGHTS_WRITES_PER_TURN
 from .delivery import WeightsDelivery
-from .distributed import LearnerGroup
+from .distributed import LearnerGroup, share_bots
 from .exported_metrics import describe_server_metrics
 from .http_common import bearer_matches, json_body, peer_address, respond, tls_context
 from .interpreter import InterpreterTuning
@@ -52,7 +52,7 @@ from .looplag import LoopLagMonitor
 from .metrics import Metrics
 from .rewards import RewardFunction
 from .session import BotSession
-from .stats import DEFAULT_RATE_WINDOW, RateWindow, ServerStats
+from .stats import DEFAULT_RATE_WINDOW, BotStats, RateWindow, ServerStats
 from .thread import ServerThread
 from .trainer import Trainer
 from .transition_queue import Arrival, TransitionQueue
@@ -61,6 +61,9 @@ from .weights import WeightsSnapshot
 __all__ = ["ListenError", "ServerThread", "TrainingServer"]
 
 logger = logging.getLogger(__name__)
+
+MAX_BOTS_SHARED = 256
+"""Bot rows a learner rank posts for rank 0's dashboard (:func:`server.distributed.share_bots`)."""
 
 MAX_GROUP = 64
 """Most frames of one bot handled as one group (a bound on one handler's turn on the loop)."""
@@ -102,6 +105,8 @@ class TrainingServer:
         self.config = cfg = config or ServerConfig()
         self.group = group
         """The learner ranks this server's trainer is one of (``arena serve --distributed``), or None."""
+        self.other_rank_bots: tuple[BotStats, ...] = ()
+        """Rank 0: the other ranks' bots as they last posted them (:func:`server.distributed.share_bots`)."""
         self.metrics = Metrics(labels={"rank": str(group.rank)} if group is not None else None)
         arch, _ = agent.export_actor()
         self.obs_dim, self.act_dim = int(arch["layers"][0]), int(arch["layers"][-1])
@@ -197,7 +202,17 @@ class TrainingServer:
         self.interpreter.apply()
         self.lag.start()
         self.trainer.start()
+        if self.group is not None:
+            self._spawn(share_bots(self.group, self._own_bot_views, self._take_other_rank_bots))
         logger.info("serving %s agent on %s (obs %d, act %d)", self.agent_name, self.url, self.obs_dim, self.act_dim)
+
+    def _own_bot_views(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        return [bot.to_view(now) for bot in self.stats(bots=MAX_BOTS_SHARED).bots]
+
+    def _take_other_rank_bots(self, views: list[dict[str, Any]]) -> None:
+        now = time.monotonic()
+        self.other_rank_bots = tuple(BotStats.from_view(view, now) for view in views)
 
     @property
     def port(self) -> int:

@@ -210,6 +210,7 @@ class ObserverFeed:
                 "transitions_per_s": round(rates[bot.bot_id], 1),
                 "connected_s": round(now - bot.connected_at, 1),
                 "last_seen_s": round(now - bot.last_frame_at, 1),
+                "rank": bot.rank,
             }
             for bot in stats.bots
         ]

@@ -22,11 +22,14 @@ within a rank: one rank rolling back alone would leave the others training anoth
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import json
+import logging
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +39,11 @@ import torch.distributed as dist
 from agents.distributed import CollectiveFailed
 
 __all__ = ["Agreement", "DistributedConfig", "LearnerGroup", "RankLost"]
+
+logger = logging.getLogger(__name__)
+
+BOT_VIEW_INTERVAL = 2.0
+"""Seconds between two posts of a rank's bot table to rank 0 (the dashboard's rate window)."""
 
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 """What torchrun sets for each process it starts (``env://`` rendezvous)."""
@@ -131,6 +139,7 @@ class LearnerGroup:
             )
         self.agree_seconds = 0.0
         self.agreements = 0
+        self._view_store: Any = None
 
     @property
     def is_leader(self) -> bool:
@@ -176,6 +185,28 @@ class LearnerGroup:
             f"(another rank died, or hung past {self.config.timeout:g} s): {_gist(exc)}"
         )
 
+    # ── every rank's bots in rank 0's views ─────────────────────────────────
+
+    def post_bots(self, rows: list[dict[str, Any]]) -> None:
+        """This rank's bot rows (:meth:`server.stats.BotStats.to_view`) for rank 0 to show (blocks: a thread)."""
+        self._views().set(f"bots/{self.rank}", json.dumps(rows))
+
+    def posted_bots(self) -> list[dict[str, Any]]:
+        """The bot rows the other ranks posted last (blocks: a thread); a rank that has not posted yet has none."""
+        store, rows = self._views(), []
+        for rank in range(self.world_size):
+            key = f"bots/{rank}"
+            if rank != self.rank and store.check([key]):
+                rows += json.loads(store.get(key))
+        return rows
+
+    def _views(self) -> Any:
+        """A client of its own on the rendezvous store, beside the process group's: the dashboard's
+        traffic never waits behind, or runs inside, a collective."""
+        if self._view_store is None:
+            self._view_store = _attempt_store(self.config, client=True, suffix="views")
+        return self._view_store
+
     def close(self) -> None:
         """Leave the group (a clean stop; a failed rank just exits)."""
         if dist.is_initialized():
@@ -190,7 +221,7 @@ def _gist(exc: BaseException) -> str:
     return text.split(". This is typically")[0].rstrip(".")
 
 
-def _attempt_store(config: DistributedConfig) -> Any:
+def _attempt_store(config: DistributedConfig, client: bool = False, suffix: str = "") -> Any:
     """The rendezvous store, under a prefix of its own for each restart of the group.
 
     Why the prefix: torchrun's static rendezvous keeps one store across restarts, so a restarted
@@ -201,7 +232,32 @@ def _attempt_store(config: DistributedConfig) -> Any:
         config.master_addr,
         config.master_port,
         config.world_size,
-        is_master=not config.agent_store and config.rank == 0,
+        is_master=not client and not config.agent_store and config.rank == 0,
         timeout=datetime.timedelta(seconds=config.timeout),
     )
-    return dist.PrefixStore(f"arena/attempt_{config.restart}", store)  # type: ignore[attr-defined]
+    return dist.PrefixStore(f"arena/attempt_{config.restart}/{suffix}", store)  # type: ignore[attr-defined]
+
+
+async def share_bots(
+    group: LearnerGroup,
+    own_bots: Callable[[], list[dict[str, Any]]],
+    deliver: Callable[[list[dict[str, Any]]], None],
+    every: float = BOT_VIEW_INTERVAL,
+) -> None:
+    """Forever, every ``every`` seconds: ranks > 0 post ``own_bots()``; rank 0 hands the others' rows to
+    ``deliver``. Runs on the event loop (``own_bots`` reads sessions there); the store calls run in a
+    thread. A store that is gone (the group is failing) is logged once; its rank's own line says why.
+    """
+    warned = False
+    while True:
+        await asyncio.sleep(every)
+        try:
+            if group.is_leader:
+                deliver(await asyncio.to_thread(group.posted_bots))
+            else:
+                rows = own_bots()
+                await asyncio.to_thread(group.post_bots, rows)
+        except (RuntimeError, OSError) as exc:
+            if not warned:
+                logger.warning("the ranks' bot tables could not be shared: %s", _gist(exc))
+                warned = True

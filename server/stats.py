@@ -101,6 +101,25 @@ class BotStats:
     connected_at: float
     last_frame_at: float
     """``time.monotonic()`` of its newest accepted batch."""
+    rank: int | None = None
+    """The learner rank it plays for (``arena serve --distributed``); None when the learner is alone."""
+
+    def to_view(self, now: float) -> dict[str, Any]:
+        """Plain values for another process (rank 0's dashboard): times as ages, as clocks of other hosts differ."""
+        return {"bot_id": self.bot_id, "name": self.name, "client": self.client, "agents": self.agents,
+                "reward": self.reward, "policy": list(self.policy), "policy_is": self.policy_is, "steps": self.steps,
+                "connected_for": now - self.connected_at, "idle_for": now - self.last_frame_at,
+                "rank": self.rank}  # fmt: skip
+
+    @classmethod
+    def from_view(cls, view: Mapping[str, Any], now: float) -> BotStats:
+        """A row :meth:`to_view` wrote on another rank; its bot id is prefixed with that rank (``r1/…``),
+        as each rank numbers its bots on its own."""
+        return cls(bot_id=f"r{view['rank']}/{view['bot_id']}", name=str(view["name"]), client=str(view["client"]),
+                   agents=int(view["agents"]), reward=str(view["reward"]), policy=PolicyId(*view["policy"]),
+                   policy_is=str(view["policy_is"]), steps=int(view["steps"]),
+                   connected_at=now - float(view["connected_for"]), last_frame_at=now - float(view["idle_for"]),
+                   rank=int(view["rank"]))  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,7 +234,7 @@ class ServerStats:
             trainer_failed=trainer.error is not None,
             trainer_heartbeat_age=max(0.0, taken_at - trainer.heartbeat),  # it may beat after taken_at
             last_update=MappingProxyType(trainer.last_metrics),
-            bots=_bot_rows(server, bots) if bots > 0 else (),
+            bots=_bot_rows(server, bots) + server.other_rank_bots[: max(0, bots - len(server.sessions))] if bots > 0 else (),
             rank=server.group.rank if server.group is not None else None,
             world_size=server.group.world_size if server.group is not None else None,
         )
@@ -238,6 +257,7 @@ def _bot_rows(server: TrainingServer, limit: int) -> tuple[BotStats, ...]:
                 steps=session.steps_accepted,
                 connected_at=session.connected_at,
                 last_frame_at=session.last_frame_at,
+                rank=server.group.rank if server.group is not None else None,
             )
         )
     return tuple(rows)

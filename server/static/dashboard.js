@@ -347,7 +347,7 @@ function renderBots(bots) {
     const tr = document.createElement("tr");
     tr.dataset.bot = bot.id;
     const cells = [
-      [bot.id, ""],
+      [bot.rank === null || bot.rank === undefined ? bot.id : `${bot.id} (rank ${bot.rank})`, ""],
       [String(bot.agents), ""],
       [formatVersion(bot.generation, bot.version), bot.version_is === "delivered" ? "delivered" : ""],
       [formatNumber(bot.transitions_per_s), ""],

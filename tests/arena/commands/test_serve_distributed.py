@@ -123,6 +123,20 @@ def bots(ports: list[int], per_rank: int = 2) -> Iterator[list[ReachGame]]:
             thread.join(timeout(5))
 
 
+def dashboard_bot_ids(port: int, wanted: Callable[[list[str]], bool], seconds: float = 30) -> list[str]:
+    """Bot ids in rank 0's dashboard (an observer's ``stats`` messages) once ``wanted`` holds for them."""
+    deadline = time.monotonic() + timeout(seconds)
+    ids: list[str] = []
+    with connect(f"ws://127.0.0.1:{port}/observe", subprotocols=["arena.observe.v1"], compression=None) as ws:  # type: ignore[list-item]
+        while time.monotonic() < deadline:
+            message = json.loads(ws.recv(timeout=10))
+            if message["type"] == "stats":
+                ids = [bot["id"] for bot in message["bots"]]
+                if wanted(ids):
+                    return ids
+    raise AssertionError(f"the dashboard listed {ids}")
+
+
 def rank_pids(launcher: int) -> dict[int, int]:
     """rank → pid of the ranks torchrun started (read from /proc: their RANK variable)."""
     found = {}
@@ -152,18 +166,23 @@ def stop_group(process: subprocess.Popen[bytes]) -> None:
 def test_two_ranks_learn_one_policy_and_a_killed_rank_resumes_under_a_new_generation(tmp_path: Path) -> None:
     base, master = ports_for_two_ranks()
     ports = [base, base + 1]
+    dashboard = free_ports(1)
     output = tmp_path / "torchrun.log"
     log = output.open("wb")
     launcher = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--max-restarts", "1",
          "--master-addr", "127.0.0.1", "--master-port", str(master), "--monitor-interval", "0.5",
-         *SERVE, "--port", str(base), "--out", str(tmp_path / "run"), "--checkpoint-interval", "1"],
+         *SERVE, "--port", str(base), "--out", str(tmp_path / "run"), "--checkpoint-interval", "1",
+         "--dashboard-port", str(dashboard)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:
         wait_for(lambda: all(health(p) for p in ports), 90, "both ranks to serve", output)
         assert [health(p)["rank"] for p in ports] == [0, 1]  # type: ignore[index]
         with bots(ports) as games:
+            # Rank 0's dashboard shows every rank's bots: its own, and rank 1's as posted (ids r1/...).
+            ids = dashboard_bot_ids(dashboard, lambda ids: len(ids) == 4 and sum(i.startswith("r1/") for i in ids) == 2)
+            assert len(set(ids)) == 4, ids
             wait_for(lambda: all((health(p) or {}).get("policy_version", 0) >= 8 for p in ports), 120, "8 updates", output)
         # Bots gone: the ranks hold less than a rollout, so they stop at the same version.
         time.sleep(1.0)
