@@ -10,21 +10,15 @@ loop only through the ``publish`` callback, which the server wires to ``loop.cal
 
 from __future__ import annotations
 
-import copy
-import hashlib
-import importlib.metadata
-import json
 import logging
 import math
 import os
-import random
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from agents import Agent, CheckpointStore, Segment, SegmentEnd, segment_return
@@ -36,44 +30,13 @@ from .config import TrainerConfig
 from .distributed import LearnerGroup, RankLost
 from .metrics import Metrics
 from .rewards import RewardFunction
+from .run_state import CODE_VERSION, RecentValues, capture_rng, config_hash, copy_state, restore_rng
 from .transition_queue import TransitionQueue
 from .weights import WeightsSnapshot, make_snapshot
 
-__all__ = ["Trainer"]
+__all__ = ["Trainer", "copy_state"]
 
 logger = logging.getLogger(__name__)
-
-
-class RecentValues:
-    """The last ``capacity`` floats, in one array allocated up front.
-
-    Why not a ``deque(maxlen=...)``: it keeps every float object alive until pushed out, so a
-    long-running trainer's memory grows for its first ``capacity`` episodes of each run, which a
-    leak detector (rightly) cannot tell from a leak. Here nothing is allocated per value.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
-        self._values = np.zeros(capacity, dtype=np.float64)
-        self._count = 0
-
-    def add(self, value: float) -> None:
-        self._values[self._count % len(self._values)] = value
-        self._count += 1
-
-    def __len__(self) -> int:
-        return min(self._count, len(self._values))
-
-    def mean(self) -> float:
-        return float(self._values[: len(self)].mean())
-
-    def tolist(self) -> list[float]:
-        """Oldest first."""
-        if self._count <= len(self._values):
-            return [float(v) for v in self._values[: self._count]]
-        start = self._count % len(self._values)
-        return [float(v) for v in np.concatenate((self._values[start:], self._values[:start]))]
 
 
 class Trainer:
@@ -569,16 +532,9 @@ class Trainer:
             "version": self.version,
             "updates": self.updates,
             "steps_trained": self.steps_trained,
-            "rng": {
-                "torch": torch.get_rng_state(),
-                **({"torch_cuda": torch.cuda.get_rng_state_all()} if torch.cuda.is_available() else {}),
-                "python": list(random.getstate()[1]),
-                "python_version": random.getstate()[0],
-                "python_gauss": random.getstate()[2],
-                "numpy": _numpy_global_state(),
-            },
+            "rng": capture_rng(),
             "episode_returns": self.episode_returns.tolist(),
-            "config_hash": _config_hash(agent_state.get("config")),
+            "config_hash": config_hash(agent_state.get("config")),
             "code_version": CODE_VERSION,
             "torch_version": str(torch.__version__),  # a plain str: TorchVersion is no safe global
         }
@@ -616,79 +572,8 @@ class Trainer:
         self.version = int(state["version"])
         self.updates = int(state.get("updates", 0))
         self.steps_trained = int(state.get("steps_trained", 0))
-        rng = state.get("rng", {})
-        if "torch" in rng:
-            torch.set_rng_state(rng["torch"])
-        if "python" in rng:
-            random.setstate((rng["python_version"], tuple(rng["python"]), rng["python_gauss"]))
-        if "numpy" in rng:
-            _set_numpy_global_state(rng["numpy"])
-        if "torch_cuda" in rng and torch.cuda.is_available() and len(rng["torch_cuda"]) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(rng["torch_cuda"])
+        restore_rng(state.get("rng", {}))
         for value in state.get("episode_returns", []):
             self.episode_returns.add(float(value))
         logger.info("resumed from %s: generation %d, version %d", path.name, self.generation, self.version)
         return True
-
-
-def copy_state(value: Any) -> Any:
-    """A deep copy of an agent's state: tensors cloned, containers rebuilt, anything else deep-copied.
-
-    Why not ``copy.deepcopy``: torch's ``Tensor.__deepcopy__`` left small objects behind on every
-    call here (torch 2.13: 300 copies of the PPO agent's state grew ``torch/_tensor.py:234`` by
-    24.6 KiB in 415 blocks; cloning: nothing), and the trainer copies its rollback state every
-    checkpoint interval for as long as it runs. The L2 soak's leak phase flagged that line.
-    """
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, dict):
-        copied = copy.copy(value)  # keeps the mapping's type and attributes (a state_dict's _metadata)
-        for key, item in value.items():
-            copied[key] = copy_state(item)
-        return copied
-    if isinstance(value, list):
-        return [copy_state(item) for item in value]
-    if isinstance(value, tuple):
-        return tuple(copy_state(item) for item in value)
-    return copy.deepcopy(value)
-
-
-def _code_version() -> str:
-    try:
-        return importlib.metadata.version("arena-trainer")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-CODE_VERSION = _code_version()
-"""The installed ``arena-trainer`` version, recorded in every checkpoint."""
-
-
-def _config_hash(config: Any) -> str:
-    """sha256 of the agent's config as canonical JSON: tells two runs' settings apart at a glance."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _numpy_global_state() -> dict[str, Any]:
-    """NumPy's global generator (``np.random.*``) as plain values (``weights_only`` loads them)."""
-    state = np.random.get_state(legacy=False)
-    assert isinstance(state, dict)
-    inner = state["state"]
-    return {
-        "bit_generator": state["bit_generator"],
-        "key": [int(k) for k in inner["key"]],
-        "pos": int(inner["pos"]),
-        "has_gauss": int(state["has_gauss"]),
-        "gauss": float(state["gauss"]),
-    }
-
-
-def _set_numpy_global_state(saved: dict[str, Any]) -> None:
-    np.random.set_state(
-        {
-            "bit_generator": saved["bit_generator"],
-            "state": {"key": np.asarray(saved["key"], dtype=np.uint32), "pos": saved["pos"]},
-            "has_gauss": saved["has_gauss"],
-            "gauss": saved["gauss"],
-        }
-    )
