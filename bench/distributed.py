@@ -19,9 +19,8 @@ Cases (run one after the other, same bots, same PPO options, same torch threads 
   one, which still runs the distributed path (the per-step agreement all-reduce and the
   per-minibatch gradient all-reduce, both against itself): the path's fixed overhead.
 * ``torchrun_2``: two ranks under torchrun, the bots split evenly over the two ports.
-* ``torchrun_2_cuda``: ``torchrun_2`` with ``--agent-option device=cuda``, only when
-  ``torch.cuda.is_available()`` (else listed as skipped). The process group stays gloo
-  (``arena serve`` always uses it), which all-reduces CUDA tensors through host memory.
+* ``torchrun_2_cuda``: ``torchrun_2`` with ``--device cuda`` (each rank on ``cuda:LOCAL_RANK``, NCCL), only when
+  ``torch.cuda.is_available()`` (else listed as skipped). Not run here (no GPU).
 
 Workload: ``--bots`` reach bots (default 4) of ``--agents-per-bot`` agents each (default 2:
 8 agents in all), all in ONE separate bot process (threads, :func:`arena.games.reach.play_reach`),
@@ -238,10 +237,10 @@ def update_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def server_command(case: Case, base: int, master: int, out: Path, torch_threads: int) -> list[str]:
-    options = [*PPO_OPTIONS, *(("device=cuda",) if case.cuda else ())]
     serve = ["-m", "arena.cli", "serve", "--obs-dim", str(OBS_DIM), "--act-dim", str(ACT_DIM), "--host", HOST,
              "--port", str(base), "--out", str(out), "--checkpoint-interval", "3600", "--torch-threads", str(torch_threads),
-             *(arg for option in options for arg in ("--agent-option", option))]  # fmt: skip
+             *(("--device", "cuda") if case.cuda else ()),
+             *(arg for option in PPO_OPTIONS for arg in ("--agent-option", option))]  # fmt: skip
     if case.ranks == 0:
         return [sys.executable, *serve]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(case.ranks),
@@ -544,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             "torch_threads_per_rank": args.torch_threads,
             "warmup_s": args.warmup,
             "window_s": args.seconds,
-            "process_group": "gloo",
+            "process_group": "gloo (nccl for the cuda case)",
         },
         "cases": results,
         "baseline": baseline,

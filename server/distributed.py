@@ -76,7 +76,8 @@ class DistributedConfig:
     timeout: float = 60.0
     """Seconds a collective may wait for the slowest rank before this rank gives up (``RankLost``)."""
     backend: str = "gloo"
-    """``gloo`` on the CPU; ``nccl`` when the learner runs on CUDA."""
+    """``gloo`` on the CPU; ``nccl`` when the learner runs on CUDA (``arena serve --device cuda``: each
+    rank on ``cuda:LOCAL_RANK``). The NCCL path is written for, not yet run on, a GPU host."""
     restart: int = 0
     """How many times torchrun has restarted the group (``TORCHELASTIC_RESTART_COUNT``)."""
     master_addr: str = "127.0.0.1"
@@ -129,6 +130,10 @@ class LearnerGroup:
         self.config = config
         self.rank = config.rank
         self.world_size = config.world_size
+        self.device = torch.device("cuda", config.local_rank) if config.backend == "nccl" else torch.device("cpu")
+        """Where the agreement's tensor lives: NCCL reduces only CUDA tensors (this rank's GPU)."""
+        if config.backend == "nccl":
+            torch.cuda.set_device(self.device)
         if not dist.is_initialized():
             dist.init_process_group(
                 config.backend,
@@ -149,7 +154,8 @@ class LearnerGroup:
     def agree(self, ready: bool, leader_due: bool, stopping: bool) -> Agreement:
         """What every rank does next, from each rank's view: one all-reduce of three integers."""
         start = time.perf_counter()
-        votes = torch.tensor([int(ready), int(leader_due and self.is_leader), int(stopping)], dtype=torch.int64)
+        votes = torch.tensor([int(ready), int(leader_due and self.is_leader), int(stopping)], dtype=torch.int64,
+                             device=self.device)  # fmt: skip
         self._collective(lambda: dist.all_reduce(votes, op=dist.ReduceOp.SUM), "agreeing on the next update")
         self.agree_seconds += time.perf_counter() - start
         self.agreements += 1
@@ -159,7 +165,9 @@ class LearnerGroup:
     def share(self, state: dict[str, Any] | None) -> dict[str, Any]:
         """Rank 0's ``state`` on every rank (others pass None): the start of a run, fresh or resumed."""
         box = [state if self.is_leader else None]
-        self._collective(lambda: dist.broadcast_object_list(box, src=0), "receiving rank 0's starting state")
+        self._collective(
+            lambda: dist.broadcast_object_list(box, src=0, device=self.device), "receiving rank 0's starting state"
+        )
         shared = box[0]
         assert isinstance(shared, dict)
         return shared

@@ -194,8 +194,11 @@ def _join_learner_group(args: argparse.Namespace) -> Any:
         print(f"arena serve: error: --distributed trains ppo (every rank runs updates of one size); not {args.agent}",
               file=sys.stderr)  # fmt: skip
         return None
+    cuda = str(args.device).startswith("cuda")
     try:
-        config = DistributedConfig.from_environment(timeout=args.collective_timeout)
+        config = DistributedConfig.from_environment(timeout=args.collective_timeout, backend="nccl" if cuda else "gloo")
+        if cuda:
+            args.device = f"cuda:{config.local_rank}"  # one GPU per rank on a host
         group = LearnerGroup(config)
     except (ValueError, RuntimeError) as exc:
         print(f"arena serve: error: {exc}", file=sys.stderr)
