@@ -179,6 +179,9 @@ def test_two_ranks_learn_one_policy_and_a_killed_rank_resumes_under_a_new_genera
     try:
         wait_for(lambda: all(health(p) for p in ports), 90, "both ranks to serve", output)
         assert [health(p)["rank"] for p in ports] == [0, 1]  # type: ignore[index]
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports[1]}/metrics", timeout=5) as response:
+            exported = response.read().decode()
+        assert 'arena_policy_generation{rank="1"} 0' in exported, "every series carries the rank"
         with bots(ports) as games:
             # Rank 0's dashboard shows every rank's bots: its own, and rank 1's as posted (ids r1/...).
             ids = dashboard_bot_ids(dashboard, lambda ids: len(ids) == 4 and sum(i.startswith("r1/") for i in ids) == 2)
