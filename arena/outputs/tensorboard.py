@@ -183,8 +183,8 @@ class ServerScalars:
     a snapshot is safe off the event loop (``server.stats``). Without a readable loop-lag
     window at that moment (the loop appended meanwhile) the row has no lag keys.
 
-    Keys (STYLE.md §16): ``server/connected_bots``, ``server/queue_depth`` (arrivals
-    waiting), ``server/queue_steps``, ``server/queue_bytes``, ``server/dropped_transitions``
+    Keys (Stable-Baselines3's ``group/name`` style, as every metrics row): ``server/connected_bots``,
+    ``server/queue_depth`` (arrivals waiting), ``server/queue_steps``, ``server/queue_bytes``, ``server/dropped_transitions``
     (all reasons, cumulative), ``server/transitions_received`` (cumulative),
     ``server/transitions_per_s`` (received, over the server's rate window, as the dashboard
     shows it), ``server/loop_lag_p50_ms``, ``server/loop_lag_p99_ms``, ``server/loop_lag_max_ms``
