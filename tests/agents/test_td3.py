@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from agents import CheckpointStore, Segment, SegmentEnd, TD3Agent, TD3Config, agent_from_checkpoint, ddpg_config, make_agent
-from agents.replay import ReplayBatch, ReplayBuffer
+from agents.replay import ReplayBatch
 from agents.td3 import CriticEnsemble, DeterministicActor, polyak_foreach, polyak_loop
 from arena.games.reach import ACT_DIM, OBS_DIM, play_reach
 from bot_protocol import Policy, PolicyId, Weights, decode_from_server, encode
@@ -218,34 +218,6 @@ def test_ddpg_is_td3_with_one_critic_no_smoothing_no_delay():
     assert agent.ready()
     stats = agent.update()
     assert stats["train/updates_this_call"] == 8 and math.isfinite(stats["train/critic_loss"])
-
-
-# ── the replay buffer ────────────────────────────────────────────────────────
-
-
-def test_replay_refuses_to_sample_more_than_it_holds():
-    replay = ReplayBuffer(10, 2, 1)
-    with pytest.raises(ValueError, match="holds 0 transitions, cannot sample 1"):
-        replay.sample(1)
-    replay.add(np.zeros((3, 2), np.float32), np.zeros((3, 1), np.float32), np.zeros(3, np.float32),
-               np.zeros((3, 2), np.float32), np.zeros(3, np.float32))  # fmt: skip
-    assert replay.sample(3).obs.shape == (3, 2)
-    with pytest.raises(ValueError, match="holds 3 transitions, cannot sample 4"):
-        replay.sample(4)
-    with pytest.raises(ValueError, match="capacity must be positive"):
-        ReplayBuffer(0, 2, 1)
-
-
-def test_replay_ring_keeps_the_newest():
-    replay = ReplayBuffer(5, 1, 1)
-    for start in (0, 3, 6):
-        rows = np.arange(start, start + 3, dtype=np.float32)
-        replay.add(rows[:, None], rows[:, None], rows, rows[:, None], np.zeros(3, np.float32))
-    assert len(replay) == 5 and replay.cursor == 4
-    assert sorted(replay.rew.tolist()) == [4.0, 5.0, 6.0, 7.0, 8.0]
-    big = np.arange(20, 32, dtype=np.float32)
-    replay.add(big[:, None], big[:, None], big, big[:, None], np.zeros(12, np.float32))
-    assert sorted(replay.rew.tolist()) == [27.0, 28.0, 29.0, 30.0, 31.0]
 
 
 # ── pace, delay, exploration ─────────────────────────────────────────────────

@@ -186,26 +186,6 @@ def match_frames(n: int, seed: int = 0) -> tuple[dict[str, Any], list[dict[str, 
 # ── config ───────────────────────────────────────────────────────────────────
 
 
-@pytest.mark.parametrize(
-    ("options", "field"),
-    [
-        ({"port": 70000}, "port"),
-        ({"token": "short"}, "token"),
-        ({"push_interval": 0}, "push_interval"),
-        ({"frame_fps": math.nan}, "frame_fps"),
-        ({"frame_fps": 240}, "frame_fps"),
-        ({"max_observers": 0}, "max_observers"),
-        ({"history": 0}, "history"),
-        ({"ping_interval": -1.0}, "ping_interval"),
-        ({"max_frame_bytes": 10}, "max_frame_bytes"),
-    ],
-)
-def test_config_rejects_bad_values(options: dict[str, Any], field: str) -> None:
-    """Each bad setting is refused at construction with a message naming the field."""
-    with pytest.raises(ValueError, match=field):
-        DashboardConfig(**options)
-
-
 def test_non_loopback_dashboard_needs_a_token() -> None:
     """Binding beyond loopback without a token (here or inherited from the server) is refused."""
     server = TrainingServer(make_agent("ppo", REACH_OBS, REACH_ACT, hidden=(8,)), ServerConfig(port=0))

@@ -8,20 +8,17 @@ tests/server/test_assembler.py and, over real sockets, by tests/server/test_app.
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
-import torch
 
 from agents import Segment, SegmentEnd, make_agent
 from server import TrainerConfig
 from server.metrics import Metrics
-from server.trainer import Trainer, copy_state
+from server.trainer import Trainer
 from server.transition_queue import Arrival, TransitionQueue
 from server.weights import WeightsSnapshot
 from tests.conftest import timeout
@@ -263,42 +260,3 @@ def test_a_crash_beyond_the_quota_stops_the_trainer_and_reports_it():
     assert stopped.wait(timeout(10))
     assert isinstance(trainer.error, RuntimeError) and fatal == [trainer.error]
     assert not trainer.alive
-
-
-# ── the rollback state ───────────────────────────────────────────────────────
-
-
-@pytest.mark.parametrize("kind", ["ppo", "td3"])
-def test_rollback_copy_is_deep_exact_and_keeps_state_dict_types(kind):
-    """The trainer's rollback copy (copy_state, not copy.deepcopy: see its docstring) equals the agent's
-    state value for value and type (a module state_dict stays an OrderedDict with its _metadata), shares
-    no tensor with it, and restores the agent exactly."""
-    agent = make_agent(kind, 3, 2)
-    state = {k: v for k, v in agent.state_dict().items() if k != "replay"}
-    copied = copy_state(state)
-
-    def same(a, b):
-        assert type(a) is type(b)
-        if isinstance(a, torch.Tensor):
-            assert torch.equal(a, b) and a.dtype == b.dtype and a.data_ptr() != b.data_ptr()
-        elif isinstance(a, dict):
-            assert list(a) == list(b) and getattr(a, "_metadata", None) == getattr(b, "_metadata", None)
-            for key in a:
-                same(a[key], b[key])
-        elif isinstance(a, list | tuple):
-            assert len(a) == len(b)
-            for x, y in zip(a, b, strict=True):
-                same(x, y)
-        else:
-            assert a == b or (a != a and b != b)  # NaN equals NaN here
-
-    same(state, copied)
-    assert any(isinstance(v, collections.OrderedDict) and hasattr(v, "_metadata") for v in copied.values())
-    with torch.no_grad():
-        for value in agent.state_dict().values():
-            if isinstance(value, dict):
-                for tensor in value.values():
-                    if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
-                        tensor.add_(1.0)  # the live state moves on; the copy must not
-    agent.rollback(copy_state(copied))
-    same({k: v for k, v in agent.state_dict().items() if k != "replay"}, copied)
