@@ -227,14 +227,6 @@ def test_train_stops_cleanly_on_ctrl_c(tmp_path):
     assert arena("export", str(checkpoint), "-o", str(tmp_path / "p.weights")).returncode == 0
 
 
-def test_agent_options_are_typed_after_the_config_fields():
-    from arena.commands.options import _parse_agent_options
-
-    parsed = _parse_agent_options("ppo", ["entropy_coef=0.001", "hidden=128,128", "epochs=2", "max_policy_lag=none"])
-    assert parsed == {"entropy_coef": 0.001, "hidden": (128, 128), "epochs": 2, "max_policy_lag": None}
-    assert _parse_agent_options("td3", ["policy_delay=3", "cuda_graph=false"]) == {"policy_delay": 3, "cuda_graph": False}
-
-
 def _free_port() -> int:
     import socket
 
@@ -425,18 +417,6 @@ def test_worker_over_wss_verifies_the_certificate(tmp_path):
         )
         assert result.returncode == 0, result.stdout + result.stderr
         assert "connected to wss://" in result.stdout and server.metrics.counter("transitions_received") > 0
-
-
-@pytest.mark.parametrize("command", ["train", "serve"])
-def test_credit_window_flag_reaches_the_server_config(command):
-    """--credit-window sets ServerConfig.credit_window (what welcome.limits tells bots); unset keeps the default."""
-    from arena.cli import build_parser
-    from arena.commands.options import _server_config
-    from server import ServerConfig
-
-    parser = build_parser()
-    assert _server_config(parser.parse_args([command, "--credit-window", "32"])).credit_window == 32
-    assert _server_config(parser.parse_args([command])).credit_window == ServerConfig().credit_window
 
 
 def test_credit_window_flag_refuses_zero_in_one_line():
