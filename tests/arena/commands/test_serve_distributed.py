@@ -26,8 +26,9 @@ import numpy as np
 import pytest
 from websockets.sync.client import connect
 
-from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_reach
+from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_steps
 from bot_protocol import SUBPROTOCOL, Hello, Welcome, decode_from_server, encode
+from bot_protocol.client import BlockingBotClient, ClientConfig
 from tests.conftest import timeout
 
 pytestmark = pytest.mark.expensive
@@ -104,10 +105,15 @@ def bots(ports: list[int], per_rank: int = 2) -> Iterator[list[ReachGame]]:
     games: list[ReachGame] = []
 
     def play(port: int, seed: int) -> None:
+        # Its own reconnect loop, not the client's: a client that retries by itself would outlive the
+        # test (its backoff draws from `random` while later tests run) once the servers are gone.
         while not stop.is_set():
+            game = ReachGame(8, seed=seed)
+            games.append(game)
+            config = ClientConfig(f"ws://127.0.0.1:{port}", "reach", OBS_DIM, ACT_DIM, n_agents=8, reconnect=False)
             try:
-                game, _ = play_reach(f"ws://127.0.0.1:{port}", n_agents=8, steps=10**6, seed=seed, stop=stop)
-                games.append(game)
+                with BlockingBotClient(config, seed=seed) as bot:
+                    play_steps(bot, game, 10**6, stop)
             except Exception:  # a rank went down under it: connect again once it is back
                 time.sleep(0.5)
 
