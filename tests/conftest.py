@@ -9,10 +9,14 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from agents import make_agent
+from arena.games.reach import ACT_DIM as REACH_ACT
+from arena.games.reach import OBS_DIM as REACH_OBS
+from bot_protocol import TransitionBatch
 from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,3 +135,21 @@ def default_sigint() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def reach_batch(n: int = 4, seq: int = 0, version: int = 0, flags: list[int] | None = None) -> TransitionBatch:
+    """A scalar-reward batch of the reach game's shapes for two agents (rows alternate between them)."""
+    rng = np.random.default_rng(seq)
+    return TransitionBatch(
+        seq=seq,
+        generation=0,
+        version=version,
+        agent=(np.arange(n) % 2).astype(np.uint32),
+        episode=np.zeros(n, np.uint32),
+        obs=rng.standard_normal((n, REACH_OBS)).astype(np.float32),
+        act=rng.standard_normal((n, REACH_ACT)).astype(np.float32),
+        logp=np.full(n, -2.0, np.float32),
+        flags=np.array(flags or [0] * n, np.uint8),
+        rew=np.ones(n, np.float32),
+        next_obs=np.zeros((0, REACH_OBS), np.float32),
+    )

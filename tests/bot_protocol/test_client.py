@@ -5,30 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-import numpy as np
-
 from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_steps
-from bot_protocol import RewardMode, TransitionBatch
+from bot_protocol import RewardMode
 from bot_protocol.client import BlockingBotClient, BotClient, ClientConfig
+from tests.conftest import reach_batch as batch
 from tests.conftest import serving, timeout
-
-
-def batch(n: int = 4, seq: int = 0, version: int = 0, flags: list[int] | None = None) -> TransitionBatch:
-    """A scalar-reward batch of reach's shapes for two agents (the same as tests/server/test_app.py's ``batch``)."""
-    rng = np.random.default_rng(seq)
-    return TransitionBatch(
-        seq=seq,
-        generation=0,
-        version=version,
-        agent=(np.arange(n) % 2).astype(np.uint32),
-        episode=np.zeros(n, np.uint32),
-        obs=rng.standard_normal((n, OBS_DIM)).astype(np.float32),
-        act=rng.standard_normal((n, ACT_DIM)).astype(np.float32),
-        logp=np.full(n, -2.0, np.float32),
-        flags=np.array(flags or [0] * n, np.uint8),
-        rew=np.ones(n, np.float32),
-        next_obs=np.zeros((0, OBS_DIM), np.float32),
-    )
 
 
 def test_blocking_client_mid_round_disconnect_keeps_every_step(server):

@@ -16,9 +16,10 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_reach
 from arena.games.tank.rewards import TANK_REWARD
-from bot_protocol import SUBPROTOCOL, Error, Hello, RewardMode, TransitionBatch, Welcome, decode_from_server, encode
+from bot_protocol import SUBPROTOCOL, Error, Hello, RewardMode, Welcome, decode_from_server, encode
 from bot_protocol.client import BlockingBotClient, BotClient, ClientConfig, HandshakeRejected
 from server import TrainerConfig
+from tests.conftest import reach_batch as batch
 from tests.conftest import running_server, serving, timeout
 
 
@@ -29,23 +30,6 @@ async def open_bot(url: str, hello: Hello | None = None, **kwargs):
     welcome = decode_from_server(await ws.recv())
     assert isinstance(welcome, Welcome)
     return ws, welcome
-
-
-def batch(n: int = 4, seq: int = 0, version: int = 0, flags: list[int] | None = None) -> TransitionBatch:
-    rng = np.random.default_rng(seq)
-    return TransitionBatch(
-        seq=seq,
-        generation=0,
-        version=version,
-        agent=(np.arange(n) % 2).astype(np.uint32),
-        episode=np.zeros(n, np.uint32),
-        obs=rng.standard_normal((n, OBS_DIM)).astype(np.float32),
-        act=rng.standard_normal((n, ACT_DIM)).astype(np.float32),
-        logp=np.full(n, -2.0, np.float32),
-        flags=np.array(flags or [0] * n, np.uint8),
-        rew=np.ones(n, np.float32),
-        next_obs=np.zeros((0, OBS_DIM), np.float32),
-    )
 
 
 def test_ppo_learns_through_the_server_with_hot_swapped_weights():
