@@ -25,8 +25,6 @@ from typing import Any
 
 import torch
 
-from bot_protocol.policy_id import PolicyId
-
 __all__ = ["CheckpointInvalid", "CheckpointStore", "check_torch_version"]
 
 logger = logging.getLogger(__name__)
@@ -93,8 +91,9 @@ class CheckpointStore:
             with contextlib.suppress(OSError):
                 stale.unlink()
 
-    def save(self, state: dict[str, Any], policy: PolicyId) -> Path:
-        """Write ``policy``'s checkpoint atomically and prune old ones.
+    def save(self, state: dict[str, Any], policy: tuple[int, int]) -> Path:
+        """Write the checkpoint of ``policy`` (its generation and version; the server's ``PolicyId`` is
+        one) atomically and prune old ones.
 
         Raises:
             OSError: the disk refused (full, EIO); the previous checkpoints are untouched

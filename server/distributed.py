@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import re
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -123,8 +122,7 @@ class DistributedConfig:
 
 class LearnerGroup:
     """The process group of the learner ranks, and the few collectives the trainer runs outside
-    the gradient steps. ``agree_seconds`` adds up the time spent in :meth:`agree` (a rank waiting
-    for the others shows up here)."""
+    the gradient steps."""
 
     def __init__(self, config: DistributedConfig) -> None:
         self.config = config
@@ -142,8 +140,6 @@ class LearnerGroup:
                 world_size=config.world_size,
                 timeout=datetime.timedelta(seconds=config.timeout),
             )
-        self.agree_seconds = 0.0
-        self.agreements = 0
         self._view_store: Any = None
 
     @property
@@ -153,12 +149,9 @@ class LearnerGroup:
 
     def agree(self, ready: bool, leader_due: bool, stopping: bool) -> Agreement:
         """What every rank does next, from each rank's view: one all-reduce of three integers."""
-        start = time.perf_counter()
         votes = torch.tensor([int(ready), int(leader_due and self.is_leader), int(stopping)], dtype=torch.int64,
                              device=self.device)  # fmt: skip
         self._collective(lambda: dist.all_reduce(votes, op=dist.ReduceOp.SUM), "agreeing on the next update")
-        self.agree_seconds += time.perf_counter() - start
-        self.agreements += 1
         ready_ranks, due, stopping_ranks = (int(v) for v in votes)
         return Agreement(update=ready_ranks == self.world_size, checkpoint=due > 0, stop=stopping_ranks > 0)
 

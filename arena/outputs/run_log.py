@@ -16,10 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:  # types only: importing the server pulls in torch, which ``arena --help`` need not load
-    from server.stats import StatsSource
+from typing import Any, Protocol
 
 __all__ = [
     "LOSS_FIGURES",
@@ -207,6 +204,14 @@ def print_summary(summary: dict[str, Any], file: Any = None) -> None:
     for key, value in rows:
         table.add_row(key, value)
     Console(file=file or sys.stdout, width=120).print(table)
+
+
+class StatsSource(Protocol):
+    """What the run's outputs read a server through: ``stats()`` hands out one snapshot of it (a
+    ``server.stats.ServerStats``; a ``TrainingServer`` is a source). Declared here, not imported:
+    arena reaches the server only from its CLI, which passes the server in."""
+
+    def stats(self, bots: int = 0) -> Any: ...
 
 
 class Rates(Protocol):

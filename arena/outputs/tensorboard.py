@@ -37,10 +37,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # types only: importing the server pulls in torch, which ``arena --help`` need not load
-    from server.stats import ServerStats, StatsSource
+from .run_log import StatsSource
 
 __all__ = ["INSTALL_HINT", "STEP_KEY", "ScalarLogger", "ServerScalars", "TensorBoardUnavailable", "scalar_tag"]
 
@@ -200,7 +199,7 @@ class ServerScalars:
         return self.figures(self.server.stats())
 
     @staticmethod
-    def figures(stats: ServerStats) -> dict[str, float]:
+    def figures(stats: Any) -> dict[str, float]:
         """The row's server keys from one snapshot (floats, as ``metrics.jsonl`` has always held them)."""
         figures = {
             STEP_KEY: float(stats.steps_trained),
