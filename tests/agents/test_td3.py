@@ -11,7 +11,7 @@ import torch
 from agents import CheckpointStore, Segment, SegmentEnd, TD3Agent, TD3Config, agent_from_checkpoint, ddpg_config, make_agent
 from agents.replay import ReplayBatch
 from agents.td3 import CriticEnsemble, DeterministicActor, polyak_foreach, polyak_loop
-from arena.games.reach import ACT_DIM, OBS_DIM, play_reach
+from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_reach
 from bot_protocol import Policy, PolicyId, Weights, decode_from_server, encode
 from tests.conftest import running_server
 
@@ -351,5 +351,18 @@ def test_learns_the_reach_game_through_the_server(algo: str):
     assert bot.stats.weights_swapped >= 3
     assert accounting["dropped"] == 0
     first, last = np.mean(game.finished[:50]), np.mean(game.finished[-50:])
-    print(f"{algo}: first 50 episodes {first:.2f}, last 50 {last:.2f}, {agent.updates} updates")
-    assert last > first + 3.0
+    baseline = random_reach_return(steps=1500)
+    print(f"{algo}: random {baseline:.2f}, first 50 episodes {first:.2f}, last 50 {last:.2f}, {agent.updates} updates")
+    # Against the random policy, measured here on the same games: the first 50 episodes are no fixed
+    # baseline (how many of them already ran trained weights depends on thread timing: DDPG's ranged
+    # 1.25-2.74 in four runs, and `last > first + 3` failed one run in four on this machine).
+    assert last > baseline + 3.0
+    assert last > first, "returns did not rise while the bot played"
+
+
+def random_reach_return(steps: int, n_agents: int = 8, seed: int = 0) -> float:
+    """Mean episode return of uniform random actions in the reach game (about 0)."""
+    game, rng = ReachGame(n_agents, seed=seed), np.random.default_rng(seed)
+    for _ in range(steps):
+        game.step(rng.uniform(-1, 1, (n_agents, ACT_DIM)).astype(np.float32))
+    return float(np.mean(game.finished))
