@@ -19,6 +19,7 @@ thread so any program (tests, the CLI, a notebook) can embed a server.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import http
 import itertools
@@ -130,7 +131,8 @@ class TrainingServer:
         )
         self.failed: BaseException | None = None
         """Set when the trainer gave up (crashes beyond its restart quota): the owner should close."""
-        self._failed_event: asyncio.Event | None = None
+        self._failed_future: concurrent.futures.Future[BaseException] = concurrent.futures.Future()
+        """Resolved by the trainer thread when it gives up: thread-safe, so any event loop may wait on it."""
         self.delivery = WeightsDelivery(self.metrics, cfg.ping_timeout)
         self.interpreter = InterpreterTuning(cfg.gil_switch_interval)
         """Process-wide settings for the loop's latency, applied while serving (restored by :meth:`close`)."""
@@ -168,7 +170,6 @@ class TrainingServer:
         """Bind, start the lag monitor and the trainer thread."""
         cfg = self.config
         self._loop = asyncio.get_running_loop()
-        self._failed_event = asyncio.Event()
         try:
             self._server = await serve(
                 self._handler,
@@ -266,15 +267,26 @@ class TrainingServer:
 
     def _fatal_threadsafe(self, exc: BaseException) -> None:
         self.failed = exc
-        if self._failed_event is not None:
-            self._call_in_loop(self._failed_event.set)
+        if not self._failed_future.done():
+            self._failed_future.set_result(exc)
 
     async def wait_failed(self) -> BaseException:
-        """Wait until the trainer gives up; returns its last exception."""
-        assert self._failed_event is not None, "start() first"
-        await self._failed_event.wait()
-        assert self.failed is not None
-        return self.failed
+        """Wait until the trainer gives up; returns its last exception.
+
+        Any event loop may wait, not only the server's own: a test or an embedding program that runs the
+        server in a :class:`ServerThread` awaits this from its loop. (An ``asyncio.Event`` of the server's
+        loop, set from that loop, never woke a waiter on another loop until something else did.)
+        """
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+
+        def wake(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the waiting loop closed meanwhile: nobody to wake
+                loop.call_soon_threadsafe(lambda: waiter.done() or waiter.set_result(None))
+
+        self._failed_future.add_done_callback(wake)  # runs at once when the trainer already gave up
+        await waiter
+        return self._failed_future.result()
 
     def _drained_threadsafe(self) -> None:
         self._call_in_loop(self._return_withheld_credit)

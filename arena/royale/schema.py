@@ -308,8 +308,11 @@ def decode(text: str | bytes) -> BotHandshake | BotReady | BotIntent:
         raise RoyaleProtocolError("undecodable", "Tank Royale messages are JSON text frames, got a binary frame")
     try:
         obj = orjson.loads(text)  # strict JSON: NaN and Infinity are not numbers; nesting past 1024 is refused
-    except orjson.JSONDecodeError as exc:  # "unexpected character: line 1 column 35 (char 34)"
-        raise RoyaleProtocolError("undecodable", f"not valid JSON ({exc}; NaN and Infinity are not JSON numbers)") from None
+    except orjson.JSONDecodeError as exc:  # a json.JSONDecodeError: the position is ours to say, the reason orjson's
+        raise RoyaleProtocolError(
+            "undecodable",
+            f"not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}; NaN and Infinity are not JSON numbers)",
+        ) from None
     if not isinstance(obj, dict):
         raise RoyaleProtocolError("undecodable", f"a message must be a JSON object, got {_kind(obj)}")
     kind = obj.get("type")

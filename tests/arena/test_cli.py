@@ -422,4 +422,5 @@ def test_worker_over_wss_verifies_the_certificate(tmp_path):
 def test_credit_window_flag_refuses_zero_in_one_line():
     result = arena("serve", "--credit-window", "0", check=False)
     assert result.returncode == 2
-    assert "--credit-window: must be >= 1, got 0" in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--credit-window" in lines[0] and "must be >= 1, got 0" in lines[0], result.stderr

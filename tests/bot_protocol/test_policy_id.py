@@ -27,4 +27,5 @@ def test_it_equals_unpacks_and_orders_like_the_tuples_code_builds_by_hand():
 
 def test_str_is_generation_dot_version_and_repr_names_the_fields():
     assert str(PolicyId(2, 17)) == "2.17" and f"{PolicyId(0, 0)}" == "0.0"
-    assert repr(PolicyId(2, 17)) == "PolicyId(generation=2, version=17)"
+    shown = repr(PolicyId(2, 17))
+    assert "PolicyId" in shown and "generation=2" in shown and "version=17" in shown

@@ -493,6 +493,7 @@ def test_d3_fuzz_smoke(tmp_path):
     seconds = int(os.environ.get("ARENA_FUZZ_SECONDS", 1800 if T2 else 10))
     use_atheris = _atheris_available()
     procs = {}
+    started = time.monotonic()
     for target, corpus in (("fuzz_decode", "decode"), ("fuzz_weights", "weights")):
         work = tmp_path / target
         (work / "new").mkdir(parents=True)
@@ -521,7 +522,9 @@ def test_d3_fuzz_smoke(tmp_path):
                 continue
             work = tmp_path / target
             artifacts = sorted(p.name for p in work.iterdir() if p.name.startswith(("crash-", "timeout-", "oom-", "leak-")))
-            finished = "Done " in out if use_atheris else "0 crashes" in out
+            # libFuzzer's own closing words are not ours to assert: under atheris, "finished" is a clean exit
+            # after the whole time budget (an early exit 0 would mean the fuzzer never ran); the self-test prints ours.
+            finished = time.monotonic() - started >= 0.9 * seconds if use_atheris else "0 crashes" in out
             if proc.returncode != 0 or artifacts or not finished:
                 failures.append(f"{target}: exit {proc.returncode}, artifacts {artifacts}\n{out[-3000:]}")
     finally:

@@ -63,7 +63,7 @@ from bot_protocol import (
     decode_from_server,
     encode,
 )
-from bot_protocol.client import BotClient, ClientConfig
+from bot_protocol.client import BotClient, ClientConfig, HandshakeRejected
 from server import TrainingServer
 
 from ..conftest import serving, timeout
@@ -773,7 +773,7 @@ async def test_h10_bad_auth_gets_401_and_no_websocket_exists(caplog):
             response = info.value.response
             statuses[name] = (response.status_code, response.headers.get("WWW-Authenticate"))
             assert not server.sessions and not server._server.connections, name
-        with pytest.raises(Exception, match="401"):
+        with pytest.raises(HandshakeRejected, match="refused the connection: HTTP 401"):
             await BotClient(ClientConfig(server.url, "b", OBS, ACT, token="nope-nope-nope", reconnect=False)).connect()
         unauthorized = server.metrics.counter("handshakes_rejected", reason="unauthorized")
         connected_before = server.metrics.counter("bots_connected")

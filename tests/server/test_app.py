@@ -300,3 +300,32 @@ async def test_shutdown_closes_bots_1001_and_writes_a_checkpoint(tmp_path):
         await ws.recv()
     assert ws.close_code == 1001
     assert list((tmp_path / "ckpt").glob("ckpt-0000-*.pt"))
+
+
+class _FailingAgent:
+    """A real PPO agent whose every update raises (an injected trainer fault)."""
+
+    def __init__(self) -> None:
+        from agents import make_agent
+
+        self._agent = make_agent("ppo", OBS_DIM, ACT_DIM, hidden=(16,), rollout_steps=128)
+
+    def __getattr__(self, name: str):
+        return getattr(self._agent, name)
+
+    def update(self) -> dict[str, float]:
+        raise RuntimeError("injected trainer fault")
+
+
+async def test_wait_failed_wakes_a_waiter_on_another_event_loop():
+    """The server runs in its own thread and loop; a waiter on this loop hears the trainer give up at once
+    (an asyncio.Event of the server's loop woke it only when its own timeout fired: 30 s in the C6 test)."""
+    async with serving(agent=_FailingAgent(), trainer=TrainerConfig(max_restarts=0)) as server:
+        # The bot plays on a plain thread: nothing else would wake this loop while it waits.
+        bot = threading.Thread(target=play_reach, args=(server.url, 4, 100))  # 400 steps: the first update
+        started = time.monotonic()
+        bot.start()
+        failed = await asyncio.wait_for(server.wait_failed(), timeout(30))
+        assert "injected" in str(failed) and time.monotonic() - started < timeout(10)
+        bot.join(timeout(30))
+        assert "injected" in str(await server.wait_failed())  # a waiter after the fact returns at once

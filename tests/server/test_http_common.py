@@ -61,7 +61,7 @@ def test_tokens_are_compared_in_constant_time(monkeypatch):
 
 def test_page_responses_carry_their_length_type_and_no_cache_unless_asked():
     response = page_response(http.HTTPStatus.OK, "héllo", "text/html")
-    assert (response.status_code, response.reason_phrase, response.body) == (200, "OK", "héllo".encode())
+    assert (response.status_code, response.reason_phrase, response.body) == (200, http.HTTPStatus.OK.phrase, "héllo".encode())
     assert response.headers["Content-Length"] == str(len("héllo".encode()))
     assert response.headers["Content-Type"] == "text/html; charset=utf-8"
     assert response.headers["Cache-Control"] == "no-store" and response.headers["Referrer-Policy"] == "no-referrer"

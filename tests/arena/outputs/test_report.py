@@ -6,6 +6,7 @@ so the whole file runs in a few seconds.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -145,7 +146,7 @@ def test_a_league_run_gets_a_ratings_table_and_a_win_rate_chart(tmp_path: Path) 
     written = write_report(tmp_path, rows, summary, None)
     assert tmp_path / "league_win_rates.png" in written
     page = (tmp_path / "report.html").read_text()
-    assert "<h2>League</h2>" in page and "learner&#x27;s win rate" in page
+    assert "<h2>League</h2>" in page and html.escape("learner's win rate") in page
     order = [name for name in re.findall(r"<tr><td>([^<]+)</td><td>(?:scripted|learner|left the league)", page)]
     assert order == [r["name"] for r in table.summary()["ratings"]] and order.index("tracker") < order.index("sitting")
     assert "left the league" in page  # self@v200 was rated but is no member any more

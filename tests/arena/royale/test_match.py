@@ -229,7 +229,7 @@ def test_official_api_bot_that_thinks_too_long_skips_turns(tmp_path: Path) -> No
 def test_a_bot_directory_that_is_not_a_bot_is_refused(tmp_path: Path) -> None:
     """A directory without its JSON config, or a bot that dies before joining, is one clear error."""
     (tmp_path / "Nothing").mkdir()
-    with pytest.raises(FileNotFoundError, match=r"Nothing\.json"):
+    with pytest.raises(FileNotFoundError, match=r"no Nothing\.json \(the bot's JSON config"):
         play_royale_match([RoyaleBotSpec.parse(f"royale:{tmp_path}/Nothing"), ScriptedController("sitting", 1)], 1)
     broken = tmp_path / "Broken"
     broken.mkdir()

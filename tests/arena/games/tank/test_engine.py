@@ -96,7 +96,7 @@ def test_actions_are_clipped_and_nan_safe() -> None:
     assert b.heading[0, 0] == pytest.approx(360.0 - 9.25)
     b.step(act([float("nan"), float("nan")]))
     assert np.isfinite(b.x).all() and np.isfinite(b.heading).all()
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ValueError, match="actions must have shape"):
         b.step(np.zeros((1, 2, 4)))
 
 

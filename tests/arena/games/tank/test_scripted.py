@@ -78,5 +78,5 @@ def test_view_reads_the_observation_back_in_game_units() -> None:
     np.testing.assert_allclose(v.y, b.y[:, 0], atol=1e-3)
     np.testing.assert_allclose(v.energy, b.energy[:, 0], atol=1e-4)
     np.testing.assert_allclose(np.remainder(v.heading, 360.0), b.heading[:, 0], atol=1e-3)
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ValueError, match=r"obs must have shape \(N, "):
         View(np.zeros((2, 3), np.float32), b.rules)
