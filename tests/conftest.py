@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +158,47 @@ def reach_batch(n: int = 4, seq: int = 0, version: int = 0, flags: list[int] | N
         rew=np.ones(n, np.float32),
         next_obs=np.zeros((0, REACH_OBS), np.float32),
     )
+
+
+@dataclass(frozen=True)
+class TinyRun:
+    """One short `arena train` run, made once per test session and only read by the tests that use it."""
+
+    out: Path
+    """Its --out directory: checkpoints/, summary.json, metrics.jsonl (no report, no evaluation)."""
+    stdout: str
+    """What the command printed: its start line, progress and the closing table."""
+    args: tuple[str, ...]
+    """The command line after ``arena``."""
+
+    @property
+    def checkpoint(self) -> Path:
+        return sorted((self.out / "checkpoints").glob("ckpt-*.pt"))[-1]
+
+    def copy(self, destination: Path) -> Path:
+        """A private copy of the run directory, for a test that writes into it (``--resume``)."""
+        shutil.copytree(self.out, destination)
+        return destination
+
+
+TINY_RUN_ARGS = ("train", "--opponent", "sitting", "--matches", "4", "--rounds", "4", "--ticks-per-round", "100",
+                 "--eval-rounds", "0", "--no-report")  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> TinyRun:
+    """A tank run against `sitting` (4 matches, 4 rounds of 100 ticks): the checkpoint that export, match and
+    resume tests read. Under pytest-xdist the workers share one run: the first makes it under a file lock, the
+    others wait for it and read it (the base temp directory's parent is the run's, one per session)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # pytest-of-USER/pytest-N/: this session's, shared by its workers
+    out, printed = shared / "tiny-run", shared / "tiny-run.stdout"
+    with open(shared / "tiny-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not printed.exists():
+            result = subprocess.run([sys.executable, "-m", "arena.cli", *TINY_RUN_ARGS, "--out", str(out)],
+                                    capture_output=True, text=True, timeout=timeout(180))  # fmt: skip
+            assert result.returncode == 0, result.stderr
+            printed.write_text(result.stdout)
+    return TinyRun(out, printed.read_text(), TINY_RUN_ARGS)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ from agents.replay import ReplayBatch
 from agents.td3 import CriticEnsemble, DeterministicActor, polyak_foreach, polyak_loop
 from arena.games.reach import ACT_DIM, OBS_DIM, play_reach
 from bot_protocol import Policy, PolicyId, Weights, decode_from_server, encode
-from tests.conftest import running_server
+from tests.conftest import running_server, timeout
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -350,9 +352,22 @@ def test_trains_through_the_server_and_hot_swaps_its_actor(algo: str):
     agent = make_agent(
         algo, OBS_DIM, ACT_DIM, hidden=(64, 64), warmup_steps=1000, batch_size=128, learning_rate=1e-3, updates_per_publish=32
     )
+    stop, played = threading.Event(), []
     with running_server(agent=agent) as server:
-        game, bot = play_reach(server.url, n_agents=8, steps=300)
+        bot_thread = threading.Thread(
+            target=lambda: played.append(play_reach(server.url, n_agents=8, steps=20_000, stop=stop))
+        )
+        bot_thread.start()
+        deadline = time.monotonic() + timeout(60)
+        while server.trainer.version < 3 and time.monotonic() < deadline and bot_thread.is_alive():
+            time.sleep(0.05)
+        time.sleep(0.5)  # the newest version's frame is on its way to the bot, which is still playing
+        stop.set()
+        bot_thread.join(timeout(30))
         accounting = server.accounting()
-    assert bot.stats.steps_sent == 8 * 300 and accounting["dropped"] == 0
-    assert agent.updates >= 32 and bot.stats.weights_swapped >= 2
+    assert played, "the bot failed"
+    game, bot = played[0]
+    assert server.trainer.version >= 3, "fewer than 3 publishes within a minute"
+    assert bot.stats.steps_sent > 1000 and accounting["dropped"] == 0
+    assert agent.updates >= 3 * 32 and bot.stats.weights_swapped >= 1
     assert len(game.finished) > 0 and np.isfinite(game.finished).all()

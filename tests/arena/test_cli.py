@@ -18,11 +18,11 @@ def arena(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def test_train_then_resume_continues_the_policy_version(tmp_path):
+def test_train_then_resume_continues_the_policy_version(tmp_path, capsys):
     """`arena train` on the tank arena writes its outputs; `--resume` continues the version in a new generation."""
     out = tmp_path / "run"
     common = ["train", "--ticks-per-round", "150", "--matches", "4", "--out", str(out), "--league-option", "snapshot_every=2"]
-    arena(*common, "--rounds", "16")
+    arena(*common, "--rounds", "16", "--eval-rounds", "10")
     first = json.loads((out / "summary.json").read_text())
     assert first["rounds"] >= 16 and first["updates"] >= 1 and first["opponents"] == ["league"]
     assert {"agent", "policy_version", "updates", "rounds", "transitions", "wall_seconds", "win_rate_last_100"} <= set(first)
@@ -41,7 +41,7 @@ def test_train_then_resume_continues_the_policy_version(tmp_path):
     assert "learner" in {r["name"] for r in league["ratings"]}
     assert (out / "league" / "state.json").is_file() and (out / "league" / "table.json").is_file()
     assert any(key.startswith("league/rating/") for key in json.loads((out / "metrics.jsonl").read_text().splitlines()[-1]))
-    arena(*common, "--rounds", "16", "--resume")
+    arena(*common, "--rounds", "16", "--resume", "--eval-rounds", "0", "--no-report")  # the first run checked those
     second = json.loads((out / "summary.json").read_text())
     assert second["generation"] == first["generation"] + 1
     assert second["policy_version"] > first["policy_version"]
@@ -57,7 +57,11 @@ def test_train_then_resume_continues_the_policy_version(tmp_path):
     robin = {r["name"] for r in report["round_robin"]["ratings"]}
     assert {"final", "sitting", "spinner", "walker", "tracker"} <= robin and any(n.startswith("self@v") for n in robin)
     assert report["training"]["ratings"] and report["round_robin"]["scores"]["final"]
-    table = arena("league", str(out), "--rounds", "2", "--ticks-per-round", "100").stdout
+    from arena.cli import main  # the same command's tables, through its entry point in this process
+
+    capsys.readouterr()
+    assert main(["league", str(out), "--rounds", "2", "--ticks-per-round", "100"]) == 0
+    table = capsys.readouterr().out
     assert "round-robin ratings" in table and "ratings in training" in table
 
 
@@ -69,17 +73,23 @@ def test_train_reach_game(tmp_path):
     assert summary["transitions"] == 2 * 4 * 300 and summary["episodes"] > 0
 
 
-def test_match_json_and_export_round_trip(tmp_path):
-    """`arena match --json` prints one JSON object; an exported policy plays like its checkpoint."""
-    out = tmp_path / "run"
-    arena("train", "--ticks-per-round", "100", "--matches", "4", "--rounds", "4", "--out", str(out))
-    checkpoint = sorted((out / "checkpoints").glob("*.pt"))[-1]
+def test_match_json_and_export_round_trip(tmp_path, tiny_run, capsys):
+    """`arena match --json` prints one JSON object; an exported policy plays like its checkpoint.
+
+    The checkpoint plays through the real command; the export and the exported file's match go through
+    the same entry point in this process (a second interpreter would only import torch again)."""
+    from arena.cli import main
+
+    checkpoint = tiny_run.checkpoint
     exported = tmp_path / "policy.weights"
-    assert "wrote" in arena("export", str(checkpoint), "-o", str(exported)).stdout
+    assert main(["export", str(checkpoint), "-o", str(exported)]) == 0 and "wrote" in capsys.readouterr().out
+    match = ["match", "--bot", "BOT", "--bot", "spinner", "--rounds", "6", "--ticks-per-round", "200", "--json"]
+    outputs = [arena(*[str(checkpoint) if a == "BOT" else a for a in match]).stdout]
+    assert main([str(exported) if a == "BOT" else a for a in match]) == 0
+    outputs.append(capsys.readouterr().out)
     results = []
-    for bot in (str(checkpoint), str(exported)):
-        result = arena("match", "--bot", bot, "--bot", "spinner", "--rounds", "6", "--ticks-per-round", "200", "--json")
-        lines = result.stdout.strip().splitlines()
+    for printed in outputs:
+        lines = printed.strip().splitlines()
         assert len(lines) == 1
         results.append(json.loads(lines[0]))
     assert results[0]["rounds"] == 6 and [b["name"] for b in results[0]["bots"]] == [checkpoint.name, "spinner"]
@@ -114,18 +124,42 @@ def test_match_json_and_export_round_trip(tmp_path):
         ("league", "/nonexistent/run"),
     ],
 )
-def test_bad_arguments_give_one_line_and_exit_2(args):
-    """Each mistake is reported as one readable line on stderr with exit code 2."""
+def test_bad_arguments_give_one_line_and_exit_2(args, capsys):
+    """Each mistake is reported as one readable line on stderr with exit code 2.
+
+    In this process (``main(argv)``, the console script's entry point): every case fails before anything
+    starts, and a subprocess would spend its time importing torch. The installed command itself is
+    checked by the test below."""
+    from arena.cli import main
+
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse's own refusals exit from inside parse_args
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "error" in lines[0], err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("train", "--bogus"), ("train", "--agent-option", "entropy_coef=lots"), ("match", "--bot", "sniper", "--bot", "sitting")],
+)
+def test_bad_arguments_to_the_real_command_give_one_line_and_exit_2(args):
+    """The same through a real `python -m arena.cli` process: nothing else reaches stderr (no warning, no traceback)."""
     result = arena(*args, check=False)
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "error" in lines[0], result.stderr
 
 
-def test_opponent_files_that_do_not_fit_are_refused_in_one_line(tmp_path):
-    """An unreadable opponent file, or a policy of other sizes, is one line and exit 2 before anything starts."""
+def test_opponent_files_that_do_not_fit_are_refused_in_one_line(tmp_path, capsys):
+    """An unreadable opponent file, or a policy of other sizes, is one line and exit 2 before anything starts
+    (the first case through the real command, the others through its entry point in this process)."""
     import numpy as np
 
+    from arena.cli import main
     from bot_protocol import Weights, encode
 
     garbage = tmp_path / "garbage.weights"
@@ -136,10 +170,16 @@ def test_opponent_files_that_do_not_fit_are_refused_in_one_line(tmp_path):
                "l1.weight": np.zeros((1, 4), np.float32), "l1.bias": np.zeros(1, np.float32),
                "log_std": np.zeros(1, np.float32)}  # fmt: skip
     small.write_bytes(encode(Weights.pack(0, 1, arch, tensors)))
-    for opponents in (["league", str(garbage)], [str(small)], ["league", str(small)]):
-        result = arena("train", *(f"--opponent={o}" for o in opponents), "--out", str(tmp_path / "run"), check=False)
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        assert result.returncode == 2 and len(lines) == 1, result.stderr
+    for i, opponents in enumerate((["league", str(garbage)], [str(small)], ["league", str(small)])):
+        args = ["train", *(f"--opponent={o}" for o in opponents), "--out", str(tmp_path / "run")]
+        if i == 0:
+            result = arena(*args, check=False)
+            code, err = result.returncode, result.stderr
+        else:
+            capsys.readouterr()
+            code, err = main(args), capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1, err
         assert ("sizes" in lines[0]) == (small.name in lines[0])
     assert not (tmp_path / "run" / "checkpoints").exists()
 
@@ -341,9 +381,14 @@ def test_worker_that_never_reached_its_server_exits_non_zero():
     assert "waiting for the server" not in out.splitlines()[-1] and "stopped:" in out.splitlines()[-1]
 
 
-def test_a_busy_port_is_one_line_and_exit_2(tmp_path):
-    """`arena train --port P` and `--dashboard-port P` with P held: one line naming that port, exit 2, no empty dirs."""
+def test_a_busy_port_is_one_line_and_exit_2(tmp_path, capsys):
+    """`arena train --port P` and `--dashboard-port P` with P held: one line naming that port, exit 2, no empty dirs.
+
+    The real command for the bot port; the dashboard's cases through the same entry point in this process
+    (each fails when it binds, before a bot or a thread starts)."""
     import socket
+
+    from arena.cli import main
 
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
@@ -351,22 +396,27 @@ def test_a_busy_port_is_one_line_and_exit_2(tmp_path):
         port = str(held.getsockname()[1])
         for flag, what in (("--port", "for bots"), ("--dashboard-port", "for the dashboard")):
             out = tmp_path / flag.strip("-")
-            result = arena("train", flag, port, "--out", str(out), "--minutes", "0.1", check=False)
-            lines = [line for line in result.stderr.splitlines() if line.strip()]
-            assert result.returncode == 2 and len(lines) == 1, result.stderr
-            assert f"127.0.0.1:{port} {what}" in lines[0] and "Traceback" not in result.stderr
+            args = ("train", flag, port, "--out", str(out), "--minutes", "0.1")
+            if flag == "--port":
+                result = arena(*args, check=False)
+                code, err = result.returncode, result.stderr
+            else:
+                capsys.readouterr()
+                code, err = main(list(args)), capsys.readouterr().err
+            lines = [line for line in err.splitlines() if line.strip()]
+            assert code == 2 and len(lines) == 1, err
+            assert f"127.0.0.1:{port} {what}" in lines[0]
             assert not out.exists()  # no empty OUT/checkpoints left behind
-        result = arena("serve", "--port", "0", "--dashboard-port", port, "--out", str(tmp_path / "s"), check=False)
-        assert result.returncode == 2 and f"127.0.0.1:{port} for the dashboard" in result.stderr, result.stderr
+        code = main(["serve", "--port", "0", "--dashboard-port", port, "--out", str(tmp_path / "s")])
+        err = capsys.readouterr().err
+        assert code == 2 and f"127.0.0.1:{port} for the dashboard" in err, err
 
 
-def test_serve_resume_says_what_it_resumed_and_metrics_are_strict_json(tmp_path):
+def test_serve_resume_says_what_it_resumed_and_metrics_are_strict_json(tmp_path, tiny_run):
     """`arena serve --resume` names the checkpoint, generation and version; metrics.jsonl has no NaN."""
     import signal
 
-    out = tmp_path / "run"
-    arena("train", "--opponent", "sitting", "--matches", "4", "--rounds", "4", "--ticks-per-round", "100",
-          "--out", str(out), "--no-report")  # fmt: skip
+    out = tiny_run.copy(tmp_path / "run")  # serve writes its own checkpoints into it
     for line in (out / "metrics.jsonl").read_text().splitlines():
         json.loads(line, parse_constant=lambda name, row=line: pytest.fail(f"{name} in metrics.jsonl: {row}"))
     first = json.loads((out / "summary.json").read_text())
@@ -386,12 +436,12 @@ def test_serve_resume_says_what_it_resumed_and_metrics_are_strict_json(tmp_path)
         process.communicate()
 
 
-def test_train_ends_with_a_table_and_json_on_request(tmp_path):
+def test_train_ends_with_a_table_and_json_on_request(tmp_path, tiny_run):
     """The end of `arena train` is a short table; `--json` prints summary.json's object instead."""
     common = ["train", "--opponent", "sitting", "--matches", "2", "--rounds", "2", "--ticks-per-round", "50", "--no-report"]
-    table = arena(*common, "--out", str(tmp_path / "a")).stdout
+    table = tiny_run.stdout  # the shared run printed its table
     assert "arena train: done" in table and "fewer than 100" in table and "{" not in table.splitlines()[-2]
-    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    summary = json.loads((tiny_run.out / "summary.json").read_text())
     assert summary["win_rate_first_100"] is None and summary["gradient_steps"] >= summary["updates"]
     lines = arena(*common, "--json", "--out", str(tmp_path / "b")).stdout.splitlines()
     assert json.loads(next(line for line in lines if line.startswith("{")))["rounds"] >= 2

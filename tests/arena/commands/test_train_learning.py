@@ -21,7 +21,8 @@ def wins_against_sitting(policy: Policy, rounds: int = 40) -> int:
 
 
 def test_short_training_run_beats_the_untrained_policy(tmp_path):
-    """40 s of `arena train` vs sitting wins clearly more 40-round matches than the same seed untrained."""
+    """20 s of `arena train` vs sitting wins clearly more 40-round matches than the same seed untrained (40 of 40
+    against 0 here with another process holding a core; 19 of 40 after 10 s with two holding both)."""
     out = tmp_path / "run"
     command = [
         sys.executable,
@@ -33,7 +34,7 @@ def test_short_training_run_beats_the_untrained_policy(tmp_path):
         "--workers",
         "1",
         "--minutes",
-        "0.67",
+        "0.33",
         "--eval-rounds",
         "0",
         "--out",

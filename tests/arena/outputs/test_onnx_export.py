@@ -8,8 +8,6 @@ float32 tolerance. The file passes ``onnx.checker``; the CLI writes it from a re
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +16,7 @@ import torch
 
 from agents import make_agent
 from bot_protocol import Weights
-from tests.conftest import timeout
+from tests.conftest import TinyRun
 
 onnx = pytest.importorskip("onnx", reason="the export extra: pip install -e '.[export]'")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime (test extra)")
@@ -81,20 +79,19 @@ def test_onnx_actions_match_the_numpy_policy_and_the_torch_actor(algo: str, tmp_
         assert meta["arena.action_low"] == f"{-limit:g}" and np.abs(got["action"]).max() <= limit
 
 
-def test_cli_exports_a_checkpoint_and_a_weights_file(tmp_path: Path) -> None:
+def test_cli_exports_a_checkpoint_and_a_weights_file(tmp_path: Path, tiny_run: TinyRun, capsys) -> None:
     """A run's checkpoint and the same policy's weights file give the same model; bad input is one line, exit 2."""
-    run_dir = tmp_path / "run"
-    cli = [sys.executable, "-m", "arena.cli"]
-    train = [*cli, "train", "--opponent", "sitting", "--rounds", "1", "--ticks-per-round", "5", "--matches", "1"]
-    subprocess.run([*train, "--workers", "0", "--eval-rounds", "0", "--no-report", "--out", str(run_dir)],
-                   check=True, capture_output=True, timeout=timeout(180))  # fmt: skip
+    from arena.cli import main
+
+    run_dir = tiny_run.out  # `arena export` through its entry point, in this process (torch is imported already)
     for source, out in ((run_dir, "a.onnx"), (tmp_path / "p.weights", "b.onnx")):
         if source.suffix == ".weights":
-            subprocess.run([*cli, "export", str(run_dir), "-o", str(source)], check=True, capture_output=True)
-        result = subprocess.run([*cli, "export", str(source), "--onnx", "-o", str(tmp_path / out)], capture_output=True,
-                                text=True, timeout=timeout(120))  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        assert "ONNX opset" in result.stdout and "outputs mean, log_std" in result.stdout
+            assert main(["export", str(run_dir), "-o", str(source)]) == 0
+        capsys.readouterr()
+        code = main(["export", str(source), "--onnx", "-o", str(tmp_path / out)])
+        printed = capsys.readouterr()
+        assert code == 0, printed.err
+        assert "ONNX opset" in printed.out and "outputs mean, log_std" in printed.out
     obs = np.random.default_rng(1).standard_normal((5, OBS)).astype(np.float32)
     a, b = run(tmp_path / "a.onnx", obs), run(tmp_path / "b.onnx", obs)
     np.testing.assert_array_equal(a["mean"], b["mean"])
@@ -102,9 +99,10 @@ def test_cli_exports_a_checkpoint_and_a_weights_file(tmp_path: Path) -> None:
     assert meta["arena.game"] == "tank" and meta["arena.action_low"] == "-1"
     bad = tmp_path / "bad.weights"
     bad.write_bytes(b"not a weights message")
-    for source in (tmp_path / "missing", bad):
-        result = subprocess.run([*cli, "export", str(source), "--onnx", "-o", str(tmp_path / "c.onnx")],
-                                capture_output=True, text=True, timeout=timeout(60))  # fmt: skip
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        assert result.returncode == 2 and len(lines) == 1 and "error" in lines[0], result.stderr
+    capsys.readouterr()
+    for source in (tmp_path / "missing", bad):  # refused before anything is written: the entry point, in this process
+        code = main(["export", str(source), "--onnx", "-o", str(tmp_path / "c.onnx")])
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1 and "error" in lines[0], err
         assert not (tmp_path / "c.onnx").exists()
