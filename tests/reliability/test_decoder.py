@@ -487,10 +487,10 @@ def _atheris_available() -> bool:
 
 
 def test_d3_fuzz_smoke(tmp_path):
-    """Both fuzz targets run side by side (2 cores): atheris for 10 s each in T1 (30 min in T2),
+    """Both fuzz targets run side by side (2 cores): atheris for 5 s each in T1 (30 min in T2),
     or, without atheris, the plain-Python self-test over the corpus plus random mutations.
     Any crash, timeout (> 1 s per input) or RSS above 1 GiB fails."""
-    seconds = int(os.environ.get("ARENA_FUZZ_SECONDS", 1800 if T2 else 10))
+    seconds = int(os.environ.get("ARENA_FUZZ_SECONDS", 1800 if T2 else 5))
     use_atheris = _atheris_available()
     procs = {}
     started = time.monotonic()

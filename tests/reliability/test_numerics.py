@@ -153,6 +153,9 @@ def test_c6_a_crashing_trainer_restarts_from_its_checkpoint_and_ingress_keeps_ru
         assert trainer.generation == 1  # restarted from the checkpoint under a new generation
         assert trainer.version >= 2 and server.failed is None and trainer.alive
         assert bot.stats.steps_sent == 2400 and not bot.stats.errors  # ingress never stopped
+        deadline = time.monotonic() + timeout(10)  # the bot's last frame may still be on its way in
+        while server.accounting()["received"] < 2400 and time.monotonic() < deadline:
+            time.sleep(0.02)
         accounting = server.accounting()
     lost = accounting.get("dropped_trainer_restart", 0)
     assert accounting["received"] == 2400 and lost <= 256

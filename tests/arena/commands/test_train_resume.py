@@ -1,7 +1,7 @@
 """A crash costs at most one checkpoint interval: ``arena train`` killed with SIGKILL, then ``--resume``.
 
 The real command in a subprocess (the reach test game: it learns in seconds), killed at a random
-moment after its first checkpoint: the newest checkpoint on disk is at most one interval (3 s
+moment after its first checkpoint: the newest checkpoint on disk is at most one interval (2 s
 here; 30 s by default, docs/architecture.md) older than the run's last metrics row, and the
 resumed run's policy version keeps rising from it.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.conftest import timeout
 
-INTERVAL = 3.0
+INTERVAL = 2.0
 
 
 def checkpoints(out: Path) -> list[dict[str, float]]:

@@ -48,7 +48,7 @@ def test_the_league_plays_its_tank_royale_share_and_goes_on_without_a_bot_that_f
     out = tmp_path / "run"
     result = train(
         "--opponent", "league", "--opponent", f"royale:{BOTS / 'SpinBot'}", "--opponent", f"royale:{broken}",
-        "--royale-matches", "1", "--royale-turns-per-s", "100", "--minutes", "0.25", "--out", str(out),
+        "--royale-matches", "1", "--royale-turns-per-s", "100", "--minutes", "0.2", "--out", str(out),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     said = [line for line in result.stderr.splitlines() if "Broken" in line]
