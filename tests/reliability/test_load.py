@@ -346,14 +346,14 @@ def stop_and_settle(
     return stopped, table, rejected, disconnected, acc
 
 
-L1_SECONDS = seconds("l1", 20.0, 60.0)
+L1_SECONDS = seconds("l1", 15.0, 60.0)
 L1_BOTS, L1_RATE = 64, 10.0
 L1_RSS_FROM = min(15.0, L1_SECONDS / 4)
-"""RSS growth is measured from here to the end (15 s into the 60 s T2 run, 5 s into the 20 s T1 run)."""
+"""RSS growth is measured from here to the end (15 s into the 60 s T2 run, 3.75 s into the 15 s T1 run)."""
 
 
 def test_l1_mini_soak_64_bots_exact_accounting():
-    """64 bots x 10 frames/s x 16.6 KiB for 20 s (60 s in T2), trainer keeping up: exact per-bot
+    """64 bots x 10 frames/s x 16.6 KiB for 15 s (60 s in T2), trainer keeping up: exact per-bot
     accounting, no disconnect, loop lag p99 < 20 ms and max < 250 ms, RSS growth from the first
     quarter (at most 15 s) to the end < 16 MiB."""
     spec = FrameSpec()  # 128 rows x 133 B
@@ -513,7 +513,7 @@ def test_l10_queue_lock_hold_times_under_load():
 
 # ── L5, L6: a slow trainer ───────────────────────────────────────────────────
 
-L5_SECONDS = seconds("l5", 15.0, 300.0)
+L5_SECONDS = seconds("l5", 10.0, 300.0)
 L6_SECONDS = seconds("l6", 20.0, 300.0)
 
 
@@ -548,7 +548,7 @@ L5_MAX_LAG = 2
 
 @pytest.fixture(scope="module")
 def l5_run() -> dict[str, Any]:
-    """One L5 run (15 s in T1), shared by the L5 tests."""
+    """One L5 run (10 s in T1), shared by the L5 tests."""
     spec = FrameSpec()
     frame_nbytes = spec.rows * 133
     n_bots, rate = 16, 20.0
