@@ -245,8 +245,11 @@ def test_train_stops_cleanly_on_ctrl_c(tmp_path):
     import time
 
     out = tmp_path / "run"
+    # Small rollouts: the first update, which the test waits for, comes sooner.
+    command = [sys.executable, "-m", "arena.cli", "train", "--matches", "4", "--minutes", "5", "--out", str(out),
+               "--agent-option", "rollout_steps=256"]  # fmt: skip
     process = subprocess.Popen(
-        [sys.executable, "-m", "arena.cli", "train", "--matches", "4", "--minutes", "5", "--out", str(out)],
+        command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -720,13 +720,13 @@ def test_l6_slow_trainer_credit_mode_converges():
 async def test_l7_naive_tcp_backpressure_kills_the_connection_with_1011():
     """Negative control: backpressure by *not reading* the socket kills the connection.
 
-    A naive server (plain ``websockets.asyncio.server.serve``, not ours, ping 2 s / 2 s, close
-    timeout 5 s) stops calling ``recv`` once its "queue" is full, while the client keeps sending.
+    A naive server (plain ``websockets.asyncio.server.serve``, not ours, ping 1 s / 1 s, close
+    timeout 2 s) stops calling ``recv`` once its "queue" is full, while the client keeps sending.
     websockets then stops reading the TCP socket (``max_queue``), so the client's pongs, which
     travel on that same socket, are never read: the keepalive ping times out after
-    ping_interval + ping_timeout = 4 s and the server fails the connection with **1011**; the
+    ping_interval + ping_timeout = 2 s and the server fails the connection with **1011**; the
     client's close reply is never read either, so the TCP connection is only torn down after
-    another close_timeout = 5 s, about **9 s** in all (M8 measured 14 s with close_timeout 10).
+    another close_timeout = 2 s, about **4 s** in all (M8 measured 14 s with 2 / 2 / 10 s).
 
     This is why our protocol throttles bots with credits (``docs/protocol.md`` §6): the server
     keeps reading every socket all the time, and simply stops *granting* credit when its
@@ -755,9 +755,9 @@ async def test_l7_naive_tcp_backpressure_kills_the_connection_with_1011():
         "127.0.0.1",
         0,
         compression=None,
-        ping_interval=2,
-        ping_timeout=2,
-        close_timeout=5,
+        ping_interval=1,
+        ping_timeout=1,
+        close_timeout=2,
         max_size=1 << 20,
     ) as naive:
         port = naive.sockets[0].getsockname()[1]
@@ -792,7 +792,7 @@ async def test_l7_naive_tcp_backpressure_kills_the_connection_with_1011():
     assert server_side["sent"] == 1011  # keepalive ping timeout
     assert server_side["rcvd"] is None  # the client's close reply was never read
     assert closed_by.rcvd is not None and closed_by.rcvd.code == 1011
-    assert 7.0 <= to_dead <= timeout(11.0), figures  # 2 + 2 + 5 s (the first ping is 2 s after opening)
+    assert 3.0 <= to_dead <= timeout(6.0), figures  # 1 + 1 + 2 s (the first ping is 1 s after opening)
 
 
 # ── L9: the trainer stalls the event loop ────────────────────────────────────
