@@ -270,9 +270,12 @@ def test_what_official_api_bots_observe_agrees_with_the_engine(tmp_path: Path, l
                         assert fired[(tick["round"], b["bullet_id"])] == (b["owner_id"], b["power"])
 
     # The match exercised what these bots rely on (Scanner only scans: it never fires nor moves into a wall).
-    for bot, name in enumerate(names, 1):
-        assert wanted[name] <= kinds[bot], (name, wanted[name] - kinds[bot])
-    assert wanted.get("*", set()) <= set().union(*kinds.values())
+    # Checked over all the bots' views: which bot hears a hit can move by a turn with the official bots' own
+    # threads on a busy machine (SpinBot heard no BulletHitBotEvent in one duel of six under pytest-xdist), while
+    # every event any bot heard is checked against the engine's record above.
+    heard = set().union(*kinds.values())
+    wanted_kinds = set().union(*wanted.values())
+    assert wanted_kinds <= heard, wanted_kinds - heard
     if "Scanner" in names:
         assert not {"BulletFiredEvent", "HitWallEvent"} & kinds[names.index("Scanner") + 1]
 
