@@ -168,8 +168,6 @@ class TinyRun:
     """Its --out directory: checkpoints/, summary.json, metrics.jsonl (no report, no evaluation)."""
     stdout: str
     """What the command printed: its start line, progress and the closing table."""
-    args: tuple[str, ...]
-    """The command line after ``arena``."""
 
     @property
     def checkpoint(self) -> Path:
@@ -201,4 +199,4 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> TinyRun:
                                     capture_output=True, text=True, timeout=timeout(180))  # fmt: skip
             assert result.returncode == 0, result.stderr
             printed.write_text(result.stdout)
-    return TinyRun(out, printed.read_text(), TINY_RUN_ARGS)
+    return TinyRun(out, printed.read_text())
