@@ -6,11 +6,24 @@ bot in any language can load it offline with the same code it uses online.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from bot_protocol import Policy, ProtocolError, Weights, decode_from_server, encode
 
-__all__ = ["export_weights", "load_policy", "load_weights", "newest_checkpoint", "weights_from_checkpoint"]
+__all__ = [
+    "RETURNED",
+    "export_weights",
+    "load_policy",
+    "load_weights",
+    "newest_checkpoint",
+    "returned_checkpoint",
+    "run_policy_checkpoint",
+    "weights_from_checkpoint",
+]
+
+RETURNED = "returned.json"
+"""A run directory's record of the policy ``arena train`` handed back (``arena.outputs.selection``)."""
 
 
 def weights_from_checkpoint(path: Path) -> Weights:
@@ -35,7 +48,7 @@ def weights_from_checkpoint(path: Path) -> Weights:
 
 def export_weights(checkpoint: Path, out: Path) -> Weights:
     """Write the checkpoint's (or run directory's newest checkpoint's) actor to ``out`` as one ``weights`` message."""
-    weights = weights_from_checkpoint(newest_checkpoint(checkpoint) if checkpoint.is_dir() else checkpoint)
+    weights = weights_from_checkpoint(run_policy_checkpoint(checkpoint) if checkpoint.is_dir() else checkpoint)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_bytes(encode(weights))
@@ -56,16 +69,36 @@ def newest_checkpoint(run: Path) -> Path:
     raise FileNotFoundError(f"no checkpoint (ckpt-*.pt) in {run} or {run / 'checkpoints'}")
 
 
+def returned_checkpoint(run: Path) -> Path | None:
+    """The checkpoint a run's ``returned.json`` names, or None (no record, or its file is gone)."""
+    try:
+        record = json.loads((run / RETURNED).read_text())
+        path = run / str(record["checkpoint"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return path if path.is_file() else None
+
+
+def run_policy_checkpoint(run: Path) -> Path:
+    """The checkpoint that stands for a run directory: the policy the run handed back (``returned.json``:
+    the best of its evaluated checkpoints), else its newest checkpoint (an older run, or one still going).
+
+    Raises:
+        FileNotFoundError: there is none.
+    """
+    return returned_checkpoint(run) or newest_checkpoint(run)
+
+
 def load_weights(path: Path) -> Weights:
-    """The policy of a checkpoint (``*.pt``), a run directory (its newest checkpoint) or an exported
-    weights file, as the ``weights`` message bots receive.
+    """The policy of a checkpoint (``*.pt``), a run directory (the policy it handed back, see
+    :func:`run_policy_checkpoint`) or an exported weights file, as the ``weights`` message bots receive.
 
     Raises:
         FileNotFoundError: no such file.
         ValueError: not a valid checkpoint or weights file.
     """
     if path.is_dir():
-        path = newest_checkpoint(path)
+        path = run_policy_checkpoint(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint or weights file at {path}")
     if path.suffix == ".pt":
@@ -80,7 +113,7 @@ def load_weights(path: Path) -> Weights:
 
 
 def load_policy(path: Path) -> Policy:
-    """A numpy policy from a checkpoint (``*.pt``), a run directory (its newest checkpoint) or an
+    """A numpy policy from a checkpoint (``*.pt``), a run directory (the policy it handed back) or an
     exported weights file.
 
     Raises:

@@ -150,6 +150,8 @@ def _match(args: argparse.Namespace) -> int:
             file=sys.stderr if args.json else sys.stdout,
             flush=True,
         )
+    for row, bot in zip(result["bots"], bots, strict=True):  # type: ignore[call-overload]
+        row.update({k: v for k, v in bot.items() if k not in row})  # what each bot was: a policy's version, ...
     if args.json:
         print(json.dumps(result))
         return 0

@@ -216,6 +216,14 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> Non
         "16 publishes' worth, 1,024 steps at their defaults, so a fast bot waits for the trainer and the update-to-data "
         "ratio holds). Smaller: fresher data, bots wait more",
     )
+    parser.add_argument(
+        "--segment-steps",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help=f"cut each agent's trajectory into segments of at most N steps for the learner (default: {TANK_SEGMENT_STEPS} "
+        "for the tank's PPO, else 256). Longer: less bootstrapping across cuts, more policy lag (docs/agents.md)",
+    )
 
 
 def _make_server(
@@ -282,7 +290,9 @@ def _server_config(args: argparse.Namespace) -> Any:
     extra: dict[str, Any] = {"credit_window": args.credit_window} if getattr(args, "credit_window", None) else {}
     if getattr(args, "queue_steps", None):
         extra["queue_max_steps"] = args.queue_steps
-    if getattr(args, "tank_agents", None) is not None and args.agent == "ppo":
+    if getattr(args, "segment_steps", None):
+        extra["segment_steps"] = args.segment_steps
+    elif getattr(args, "tank_agents", None) is not None and args.agent == "ppo":
         extra["segment_steps"] = TANK_SEGMENT_STEPS
     config = ServerConfig(
         host=args.host,

@@ -56,8 +56,9 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
             "Start the training server and its trainer thread, connect learning bots to it over a "
             "loopback websocket, and play headless arena matches against scripted opponents until the "
             "budget is spent. The learning bots act with a local copy of the policy and hot-swap new "
-            "weights between ticks. Writes metrics.jsonl, checkpoints/, summary.json, learning_curve.png "
-            "and a one-page report (report.html, report.png: the curve, the final policy against each "
+            "weights between ticks. Writes metrics.jsonl, checkpoints/, returned.json (the policy it hands back: the best "
+            "it evaluated, which 'arena match --bot OUT' and 'arena export OUT' use), summary.json, learning_curve.png "
+            "and a one-page report (report.html, report.png: the curve, the returned policy against each "
             "scripted bot, throughput) to --out. Ctrl-C stops cleanly with a final checkpoint."
         ),
         epilog="example: arena train --opponent sitting --opponent spinner --minutes 10 --out runs/tank",
@@ -135,8 +136,9 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         type=int,
         default=50,
         metavar="N",
-        help="after training, the final policy plays N rounds against each scripted bot for the report's match table "
-        "(tank; 0 skips it; default: 50, a few seconds)",
+        help="every minute of training and at its end, the policy plays N rounds against each scripted bot; the run "
+        "returns the best of these (OUT/returned.json) and its match table is the report's "
+        "(tank; 0 skips it and returns the last policy; default: 50, a few seconds of a core each)",
     )
     train.add_argument("--no-report", action="store_true", help="write no report.html/report.png and skip the evaluation")
     train.add_argument(
@@ -288,6 +290,7 @@ def _train(args: argparse.Namespace) -> int:
     interrupted = False
     pool = None
     share_pool = None
+    selector = _selector(args, tank)
     try:
         if args.workers:
             from ..bots.workers import WorkerPool
@@ -330,8 +333,12 @@ def _train(args: argparse.Namespace) -> int:
                     if pool is not None:
                         pool.stop.set()
                 progress.update()
+                if selector is not None:
+                    selector.poll()
                 if table is not None:
                     table.save_every(args.out / "league" / "table.json", seconds=10.0)
+                    for warning in table.warnings():
+                        _train_line(warning)
                 time.sleep(0.25)
     except KeyboardInterrupt:
         interrupted = True
@@ -366,6 +373,10 @@ def _train(args: argparse.Namespace) -> int:
         summary["league"] = league_summary(league, table)
     summary["throughput"] = throughput_figures(server, rounds_log if tank else None, pool, trainer_cpu, played_until)
     evaluation = None if interrupted or args.no_report or not tank else _evaluate(args)
+    if selector is not None:
+        returned = _returned_policy(args.out, selector, evaluation, interrupted)
+        evaluation = returned.pop("evaluation", evaluation)
+        summary["returned_policy"] = returned
     if evaluation is not None:
         summary["evaluation"] = evaluation
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -421,8 +432,32 @@ def _league(args: argparse.Namespace, opponents: list[str]) -> tuple[Any, Any]:
     return spec, table
 
 
+def _selector(args: argparse.Namespace, tank: bool) -> Any:
+    """The run's candidate evaluator (the returned policy is the best evaluated), or None when nothing is evaluated."""
+    from ..outputs.selection import CandidateEvaluator
+
+    if not tank or args.no_report or args.eval_rounds == 0:
+        return None
+    return CandidateEvaluator(args.out, args.eval_rounds, args.seed, args.ticks_per_round)
+
+
+def _returned_policy(out: Path, selector: Any, evaluation: dict[str, Any] | None, interrupted: bool) -> dict[str, Any]:
+    """Choose the policy the run hands back, say which and why (one line), and return the record."""
+    from ..bots.policies import newest_checkpoint
+
+    try:
+        final = newest_checkpoint(out)
+    except FileNotFoundError:
+        final = None
+    record = selector.finish(final, None if interrupted else evaluation)
+    if record.get("checkpoint"):
+        print(f"arena train: returning {out / record['checkpoint']}: {record['reason']}", flush=True)
+    return record
+
+
 def _evaluate(args: argparse.Namespace) -> dict[str, Any] | None:
     """The final checkpoint against each scripted bot (``--eval-rounds``); None when skipped or impossible."""
+    from ..bots.policies import newest_checkpoint
     from ..outputs.report import evaluate_against_scripted
 
     if args.eval_rounds == 0:
@@ -430,7 +465,10 @@ def _evaluate(args: argparse.Namespace) -> dict[str, Any] | None:
     print(f"arena train: evaluating the final policy, {args.eval_rounds} rounds against each scripted bot…", flush=True)
     try:
         return evaluate_against_scripted(
-            args.out, rounds_per_opponent=args.eval_rounds, seed=args.seed, ticks_per_round=args.ticks_per_round
+            newest_checkpoint(args.out),
+            rounds_per_opponent=args.eval_rounds,
+            seed=args.seed,
+            ticks_per_round=args.ticks_per_round,
         )
     except (FileNotFoundError, ValueError) as exc:  # no checkpoint written (e.g. a disk error): report without it
         print(f"arena train: no evaluation: {exc}", file=sys.stderr)

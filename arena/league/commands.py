@@ -112,13 +112,12 @@ def load_table(directory: Path) -> LeagueTable | None:
 
 
 def _member_players(run: Path, directory: Path) -> dict[str, ControllerFactory]:
-    """The final policy, every league member with a policy or a scripted name, as round-robin players."""
+    """The policy the run handed back, every league member with a policy or a scripted name, as round-robin players."""
     from ..bots.policies import load_policy
     from .store import LeagueStore
 
     players: dict[str, ControllerFactory] = {}
-    final = load_policy(run)
-    players["final"] = policy_player("final", final)
+    players["returned"] = policy_player("returned", load_policy(run))  # the policy the run handed back
     states = sorted(directory.glob("state*.json"))
     if not states:
         raise FileNotFoundError(f"no league in {directory} (train with the default --opponent league)")
@@ -159,7 +158,7 @@ def policy_player(name: str, policy: Any, stochastic: bool = True) -> Controller
 def league_report(
     run: Path, rounds_per_pair: int, seed: int, ticks_per_round: int, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
-    """``arena league RUN_DIR``: the training ratings, and a round-robin of the final policy and every member.
+    """``arena league RUN_DIR``: the training ratings, and a round-robin of the policy the run handed back and every member.
 
     Raises:
         FileNotFoundError, ValueError: no league or no policy in ``run``.

@@ -84,6 +84,14 @@ class Ratings:
         return ratings
 
 
+BEATEN = 0.7
+"""A recent win rate at which an opponent counts as beaten (after :data:`SETTLED` rounds)."""
+COLLAPSED = 0.5
+"""A recent win rate below which a beaten opponent counts as lost again: the learner collapsed against it."""
+SETTLED = 30
+"""Rounds against an opponent before its recent win rate is trusted (it starts at 0.5, worth two rounds)."""
+
+
 @dataclass
 class _Record:
     rounds: int = 0
@@ -91,12 +99,26 @@ class _Record:
     draws: int = 0
     recent: float = 0.5
     """Moving average of the learner's wins against this opponent (window ~100 rounds; a draw is no win)."""
+    beaten: bool = False
+    """The learner beat this opponent (recent >= BEATEN) and has not lost it since."""
+    best: float = 0.0
+    """The highest settled recent win rate (what the learner had reached against it)."""
 
-    def add(self, won: bool, drawn: bool) -> None:
+    def add(self, won: bool, drawn: bool) -> bool:
+        """Count one round; True when it makes a beaten opponent lost again (a collapse)."""
         self.rounds += 1
         self.wins += bool(won)
         self.draws += bool(drawn)
         self.recent += (float(won) - self.recent) / min(self.rounds + 2, 100)
+        if self.rounds < SETTLED:
+            return False
+        self.best = max(self.best, self.recent)
+        if self.recent >= BEATEN:
+            self.beaten = True
+        elif self.beaten and self.recent < COLLAPSED:
+            self.beaten = False
+            return True
+        return False
 
     def summary(self) -> dict[str, Any]:
         win_rate = round(self.wins / self.rounds, 4) if self.rounds else None
@@ -118,6 +140,9 @@ class LeagueTable:
     """All rounds against snapshots, together."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     _saved_at: float = field(default_factory=time.monotonic)
+    collapses: int = 0
+    """Times the learner lost an opponent it had beaten (scripted and file members; snapshots move on)."""
+    _warnings: list[str] = field(default_factory=list)
 
     def add(self, results: Sequence[tuple[bool, float, str, bool]]) -> None:
         """Rounds (won, score, opponent, drawn) of the learner; ``self`` rounds are not rated."""
@@ -125,11 +150,29 @@ class LeagueTable:
             for won, _, opponent, drawn in results:
                 outcome = 0.5 if drawn else float(won)
                 record = self.records.setdefault(opponent, _Record())
-                record.add(won, drawn)
+                collapsed = record.add(won, drawn)
                 if opponent.startswith(SNAPSHOT_PREFIX):  # and all snapshots together, for the charts
                     self.snapshots.add(won, drawn)
+                elif collapsed and opponent != SELF:
+                    self.collapses += 1
+                    self._warnings.append(
+                        f"warning: the learner no longer beats {opponent} (recent win rate {record.recent:.0%}, "
+                        f"it had reached {record.best:.0%}); the league plays it more until it does again"
+                    )
                 if opponent != SELF:
                     self.ratings.record(LEARNER, opponent, outcome)
+
+    def warnings(self) -> list[str]:
+        """Collapse warnings since the last call (one line each), for the run's output."""
+        with self.lock:
+            found, self._warnings = self._warnings, []
+        return found
+
+    def lost(self) -> list[str]:
+        """Opponents the learner had beaten and lost since, and not beaten again yet."""
+        with self.lock:
+            return sorted(n for n, r in self.records.items() if r.best >= BEATEN and not r.beaten
+                          and not n.startswith(SNAPSHOT_PREFIX) and n != SELF)  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
         """``league/rating/NAME`` (ordinal) and ``league/win_rate/NAME`` (recent) for a metrics row.
@@ -144,6 +187,7 @@ class LeagueTable:
             if self.snapshots.rounds:
                 records.append(("snapshots", self.snapshots))
             row |= {f"league/win_rate/{name}": round(r.recent, 4) for name, r in records}
+            row["league/collapses"] = self.collapses
         return row
 
     def leader_line(self, top: int = 3) -> str:
@@ -162,6 +206,7 @@ class LeagueTable:
             return {
                 "ratings": self.ratings.table(),
                 "opponents": {name: r.summary() for name, r in sorted(self.records.items())},
+                "collapses": self.collapses,
             }
 
     def save(self, path: Path) -> None:

@@ -8,8 +8,8 @@ a CI artifact or an e-mail attachment alike.
 
 The match table comes from :func:`evaluate_against_scripted`: the trained policy plays
 fresh rounds against each scripted opponent. The training win rate mixes opponents and
-lags the policy (last 100 rounds, played by many versions); this is the final policy
-alone, per opponent.
+lags the policy (last 100 rounds, played by many versions); this is the policy the run
+handed back (``arena.outputs.selection``: the best of its evaluated checkpoints) alone, per opponent.
 """
 
 from __future__ import annotations

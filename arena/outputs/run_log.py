@@ -197,9 +197,14 @@ def print_summary(summary: dict[str, Any], file: Any = None) -> None:
     evaluation = summary.get("evaluation")
     if evaluation:
         rows.append(
-            (f"final policy, {evaluation['rounds_per_opponent']} rounds each",
+            (f"returned policy (v{evaluation['policy']['version']}), {evaluation['rounds_per_opponent']} rounds each",
              ", ".join(f"{o['opponent']} {o['win_rate']:.0%}" for o in evaluation["opponents"]))
         )  # fmt: skip
+    returned = summary.get("returned_policy")
+    if returned and returned.get("reason"):
+        rows.append(("returned", f"{returned['checkpoint']}: {returned['reason']}"))
+    if league and league.get("collapses"):
+        rows.append(("collapses", f"{league['collapses']}: the learner lost an opponent it had beaten (league/collapses)"))
     table = Table(title="arena train: done", show_header=False)
     for key, value in rows:
         table.add_row(key, value)

@@ -55,8 +55,8 @@ def test_train_then_resume_continues_the_policy_version(tmp_path, capsys):
     # arena league: the training ratings and a round-robin of the final policy and every member.
     report = json.loads(arena("league", str(out), "--rounds", "2", "--ticks-per-round", "100", "--json").stdout)
     robin = {r["name"] for r in report["round_robin"]["ratings"]}
-    assert {"final", "sitting", "spinner", "walker", "tracker"} <= robin and any(n.startswith("self@v") for n in robin)
-    assert report["training"]["ratings"] and report["round_robin"]["scores"]["final"]
+    assert {"returned", "sitting", "spinner", "walker", "tracker"} <= robin and any(n.startswith("self@v") for n in robin)
+    assert report["training"]["ratings"] and report["round_robin"]["scores"]["returned"]
     from arena.cli import main  # the same command's tables, through its entry point in this process
 
     capsys.readouterr()

@@ -158,3 +158,19 @@ def test_bad_parameters_are_refused(options):
 def test_options_are_typed():
     config = LeagueConfig.from_options({"snapshot_every": "50", "self_share": "0.3"})
     assert config.snapshot_every == 50 and isinstance(config.snapshot_every, int) and config.self_share == 0.3
+
+
+def test_a_beaten_opponent_that_wins_again_gets_more_than_its_floor():
+    """The league's side of a collapse: once the learner loses to an opponent it beat, that opponent's share
+    rises above the floor share it had (the PFSP weight (1 - w) ** exponent grows as the win rate falls)."""
+    lg = league(win_rate_memory=50)
+    for _ in range(200):
+        for name, outcome in zip(SCRIPTED, (1.0, 1.0, 0.5, 0.0), strict=True):
+            lg.record(name, outcome)
+    config = lg.config
+    floor = (1 - config.self_share) * config.floor_share / len(lg.opponents())
+    beaten = lg.probabilities()["sitting"]
+    assert beaten == pytest.approx(floor, rel=0.05)
+    for _ in range(60):
+        lg.record("sitting", 0.0)
+    assert lg.probabilities()["sitting"] > 3 * floor

@@ -42,3 +42,27 @@ def test_league_table_round_trips(tmp_path):
     (tmp_path / "table.json").write_text("{")
     with pytest.raises(ValueError, match="unreadable"):
         load_table(tmp_path)
+
+
+def test_a_collapse_against_a_beaten_opponent_is_warned_once_and_counted():
+    """The learner beats sitting, then loses to it round after round: one warning line, a metric, and it re-arms."""
+    table = LeagueTable()
+    table.add([(True, 10.0, "sitting", False)] * 60)
+    assert table.warnings() == [] and table.lost() == []
+    table.add([(False, 0.0, "sitting", False)] * 80)  # a moving average over ~100 rounds: it takes a while
+    [line] = table.warnings()
+    assert line.startswith("warning: the learner no longer beats sitting") and "it had reached" in line
+    assert table.metrics()["league/collapses"] == 1 and table.lost() == ["sitting"]
+    table.add([(False, 0.0, "sitting", False)] * 40)
+    assert table.warnings() == []  # said once per fall, not every round
+    table.add([(True, 10.0, "sitting", False)] * 150)
+    assert table.lost() == []
+    table.add([(False, 0.0, "sitting", False)] * 100)
+    assert len(table.warnings()) == 1 and table.summary()["collapses"] == 2
+
+
+def test_no_collapse_from_an_opponent_never_beaten_nor_from_snapshots():
+    table = LeagueTable()
+    table.add([(False, 0.0, "tracker", False)] * 100 + [(True, 1.0, "self@v200", False)] * 60)
+    table.add([(False, 0.0, "self@v200", False)] * 60 + [(True, 1.0, "tracker", False)] * 10)
+    assert table.warnings() == [] and table.metrics()["league/collapses"] == 0
