@@ -314,7 +314,8 @@ def aggregate(entries: list[dict[str, Any]]) -> dict[str, Any]:
     robins = [e["round_robin"] for e in done if "round_robin" in e]
     if robins:
         result["round_robin"] = {
-            "rank": spread([r["rank"] for r in robins]),
+            "rank": {"median": statistics.median(r["rank"] for r in robins), "worst": max(r["rank"] for r in robins),
+                     "n": len(robins)},  # fmt: skip
             "above_every_scripted": sum(r["above_every_scripted"] for r in robins),
             "of": len(robins),
         }

@@ -83,9 +83,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a league parameter: snapshot_every (updates, default 200), max_snapshots (8), self_share (0.2), "
-        "floor_share (0.2), exponent (2), win_rate_memory (100 rounds), draw_value (0: a draw is no win), "
-        "snapshots_as_one (false; true: the snapshots are one member of the draw); repeatable",
+        help="a league parameter, repeatable (docs/arena.md, 'The league'); each with its default: " + _league_defaults(),
     )
     train.add_argument(
         "--matches",
@@ -150,6 +148,18 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         help="also write every metrics row as TensorBoard scalars to OUT/tensorboard (needs pip install -e '.[tensorboard]')",
     )
     _add_server_flags(train, default_port=0)
+
+
+def _league_defaults() -> str:
+    """``KEY (default)`` for every league parameter, read from ``LeagueConfig`` so the help cannot drift from it."""
+    from dataclasses import fields
+
+    from ..league import LeagueConfig
+
+    def shown(value: object) -> str:
+        return str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
+
+    return ", ".join(f"{f.name} ({shown(f.default)})" for f in fields(LeagueConfig))
 
 
 def _train(args: argparse.Namespace) -> int:

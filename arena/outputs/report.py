@@ -398,7 +398,7 @@ def _match_caption(match_table: Mapping[str, Any]) -> str:
     how = "mean action" if match_table.get("deterministic") else "sampled actions, as in training"
     policy = match_table.get("policy", {})
     return (
-        f"Final policy (generation {policy.get('generation', '?')}, version {policy.get('version', '?')}, {how}) against "
+        f"The returned policy (generation {policy.get('generation', '?')}, version {policy.get('version', '?')}, {how}) against "
         f"each scripted bot: {match_table['rounds_per_opponent']} rounds each, {match_table['ticks_per_round']} ticks at "
         f"most (a round still open then is a draw), seed {match_table['seed']}."
     )
@@ -420,6 +420,10 @@ def _html(
         matches = (
             _table(MATCH_COLUMNS, match_rows(match_table)) + f'<p class="note">{html.escape(_match_caption(match_table))}</p>'
         )
+        returned = summary.get("returned_policy") or {}
+        if returned.get("reason"):
+            why = f"Returned: {returned['checkpoint']} ({returned['reason']}; OUT/returned.json)."
+            matches += f'<p class="note">{html.escape(why)}</p>'
     else:
         matches = '<p class="note">Not evaluated (not the tank game, no checkpoint, or evaluation turned off).</p>'
     league = ""
