@@ -45,7 +45,7 @@ def test_the_run_returns_the_higher_rated_checkpoint_and_arena_match_plays_it(
     run = tmp_path / "run"
     store = CheckpointStore(run / "checkpoints")
     save(store, 10, seed=1)
-    evaluator = CandidateEvaluator(run, rounds=4, seed=0, ticks_per_round=200, every=0.01)
+    evaluator = CandidateEvaluator(run, rounds=2, seed=0, ticks_per_round=100, every=0.01)
     time.sleep(0.02)
     evaluator.poll()  # takes v10 and evaluates it in the background
     final = save(store, 20, seed=2)
@@ -100,7 +100,7 @@ def test_a_run_directory_without_a_record_stands_for_its_newest_checkpoint(tmp_p
 def _evaluate_now(path: Path) -> dict[str, Any]:
     from arena.outputs.report import evaluate_against_scripted
 
-    return evaluate_against_scripted(path, rounds_per_opponent=4, seed=0, ticks_per_round=200)
+    return evaluate_against_scripted(path, rounds_per_opponent=2, seed=0, ticks_per_round=100)
 
 
 def test_the_evaluation_process_ends_when_the_run_is_killed(tmp_path: Path) -> None:
