@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="a training run's league: ratings, and a round-robin of the policy it handed back against every member",
         description=(
             "Print the ratings a run's league kept in training (OUT/league), then play a round-robin among the "
-            "policy the run handed back (its returned.json, else its newest checkpoint) and every league member (scripted bots, snapshots, policy files) and print their openskill "
+            "policy the run handed back (its returned.json, else its newest checkpoint) and every league member "
+            "(scripted bots, snapshots, policy files) and print their openskill "
             "ratings and each member's score against each other member."
         ),
         epilog="example: arena league runs/latest --rounds 20",

@@ -314,8 +314,11 @@ def aggregate(entries: list[dict[str, Any]]) -> dict[str, Any]:
     robins = [e["round_robin"] for e in done if "round_robin" in e]
     if robins:
         result["round_robin"] = {
-            "rank": {"median": statistics.median(r["rank"] for r in robins), "worst": max(r["rank"] for r in robins),
-                     "n": len(robins)},  # fmt: skip
+            "rank": {
+                "median": statistics.median(r["rank"] for r in robins),
+                "worst": max(r["rank"] for r in robins),  # the worst rank is the largest
+                "n": len(robins),
+            },
             "above_every_scripted": sum(r["above_every_scripted"] for r in robins),
             "of": len(robins),
         }

@@ -398,7 +398,8 @@ def _match_caption(match_table: Mapping[str, Any]) -> str:
     how = "mean action" if match_table.get("deterministic") else "sampled actions, as in training"
     policy = match_table.get("policy", {})
     return (
-        f"The returned policy (generation {policy.get('generation', '?')}, version {policy.get('version', '?')}, {how}) against "
+        f"The returned policy (generation {policy.get('generation', '?')}, version {policy.get('version', '?')}, {how}) "
+        "against "
         f"each scripted bot: {match_table['rounds_per_opponent']} rounds each, {match_table['ticks_per_round']} ticks at "
         f"most (a round still open then is a draw), seed {match_table['seed']}."
     )

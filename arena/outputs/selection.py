@@ -23,6 +23,7 @@ Files under the run directory:
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -99,10 +100,8 @@ def _init_worker() -> None:
     run is killed (SIGKILL, a SIGTERM with no handler) nothing would ever wake it; it would sleep on
     as an orphan. A daemon thread waits on the parent's sentinel and exits with it.
     """
-    try:
+    with contextlib.suppress(OSError):  # not permitted here: run at the same priority
         os.nice(10)
-    except OSError:  # not permitted here: run at the same priority
-        pass
     parent = mp.parent_process()
     if parent is not None:
 
@@ -176,6 +175,8 @@ class CandidateEvaluator:
             evaluation = future.result()
         except Exception as exc:  # a broken candidate is left out, said once in the summary; the run goes on
             self.failures.append(f"{path.name}: {exc}")
+            for file in (path, path.with_suffix(".json")):
+                file.unlink(missing_ok=True)
             return
         self.candidates.append(Candidate(path, _version(path), evaluation, taken - self.started))
 
