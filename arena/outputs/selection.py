@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..bots.policies import RETURNED
+from ..bots.policies import RETURNED, newest_checkpoint
 
 __all__ = ["CANDIDATES", "Candidate", "CandidateEvaluator", "choose", "score"]
 
@@ -187,8 +187,11 @@ class CandidateEvaluator:
         if now < self._next or self._in_flight is not None:
             return
         self._next = now + self.every
-        newest = _newest(self.run / "checkpoints")
-        if newest is None or any(c.checkpoint.name == newest.name for c in self.candidates):
+        try:
+            newest = newest_checkpoint(self.run)
+        except FileNotFoundError:  # no checkpoint yet
+            return
+        if any(c.checkpoint.name == newest.name for c in self.candidates):
             return
         try:
             path = _copy_checkpoint(newest, self.run / CANDIDATES)
@@ -263,8 +266,3 @@ def write_record(run: Path, record: dict[str, Any]) -> None:
     from ..league.store import atomic_write
 
     atomic_write(run / RETURNED, (json.dumps(record, indent=1) + "\n").encode())
-
-
-def _newest(directory: Path) -> Path | None:
-    found = sorted(directory.glob("ckpt-*.pt")) if directory.is_dir() else []
-    return found[-1] if found else None
