@@ -115,7 +115,10 @@ class GaussianActor(nn.Module):
 
     def log_prob(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
         """Log-density of ``actions`` summed over action dims, and the clamped log-std used."""
-        mean = self(obs)
+        return self.log_prob_at(self(obs), actions)
+
+    def log_prob_at(self, mean: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`log_prob` for a mean already computed (the PPO step's fused forward gives it)."""
         log_std = self.clamped_log_std()
         z = (actions - mean) * torch.exp(-log_std)
         logp = (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2.0 * math.pi)).sum(-1)

@@ -2,12 +2,15 @@
 
 This is the one-core figure the end-to-end benchmarks (``bench/throughput.py``) hold the trainer
 thread against: the same ``PPOAgent.update`` on synthetic segments of the tank's sizes (25 -> 5,
-reward terms, 256-step segments), with no server, no bot and no other thread. Progress goes to
-stderr; the last stdout line is one JSON object: for each (rollout, minibatch, torch threads) the
-seconds per update, the microseconds per environment step (all epochs) and per minibatch row.
+reward terms, 256-step segments, the tank's PPO options), with no server, no bot and no other
+thread. Each shape is timed twice, updates interleaved so both see the same machine: the fused
+step (``PPOConfig.fused``, the default) and the plain modules through autograd (the reference).
+Progress goes to stderr; the last stdout line is one JSON object: for each (step, rollout,
+minibatch, torch threads) the seconds per update, the microseconds per environment step (all
+epochs) and per minibatch row, and the fused step's speedup over the reference.
 
-    python bench/learner.py                      # the default shapes, 1 and 2 torch threads
-    python bench/learner.py --shape 32768:4096 --threads 1 --repeats 5
+    python bench/learner.py                      # the default shapes, one torch thread
+    python bench/learner.py --shape 32768:4096 --threads 1,2 --repeats 15
 """
 
 from __future__ import annotations
@@ -30,10 +33,13 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from agents import PPOAgent, PPOConfig, Segment, SegmentEnd  # noqa: E402
+from arena.defaults import TANK_PPO  # noqa: E402
 from arena.games.tank.rewards import N_TERMS, TANK_REWARD  # noqa: E402
 
 OBS_DIM, ACT_DIM, SEGMENT_STEPS = 25, 5, 256
-DEFAULT_SHAPES = ("2048:256", "32768:4096", "32768:8192", "65536:8192")
+DEFAULT_SHAPES = ("8192:1024", "2048:256", "32768:4096")
+STEPS = ("autograd", "fused")
+"""``PPOConfig.fused``: False (the plain modules through autograd, today's reference) and True."""
 
 
 def segments(steps: int, rng: np.random.Generator) -> list[Segment]:
@@ -61,20 +67,39 @@ def segments(steps: int, rng: np.random.Generator) -> list[Segment]:
     return out
 
 
-def time_updates(rollout: int, minibatch: int, threads: int, repeats: int, epochs: int) -> dict[str, Any]:
+def time_updates(rollout: int, minibatch: int, threads: int, repeats: int, epochs: int) -> list[dict[str, Any]]:
+    """The fused step and the autograd reference, their updates interleaved so both see the same machine."""
     torch.set_num_threads(threads)
-    agent = PPOAgent(PPOConfig(OBS_DIM, ACT_DIM, rollout_steps=rollout, minibatch_size=minibatch, epochs=epochs))
+    agents = {
+        step: PPOAgent(
+            PPOConfig(
+                OBS_DIM,
+                ACT_DIM,
+                **{**TANK_PPO, "epochs": epochs},
+                rollout_steps=rollout,
+                minibatch_size=minibatch,
+                fused=step == "fused",
+            )
+        )
+        for step in STEPS
+    }
     rng = np.random.default_rng(0)
-    seconds = []
+    seconds: dict[str, list[float]] = {step: [] for step in STEPS}
     for i in range(repeats + 1):  # the first update warms up allocator and kernels
-        agent.observe(segments(rollout, rng))
-        start = time.perf_counter()
-        agent.update()
-        if i:
-            seconds.append(time.perf_counter() - start)
-    per_update = statistics.median(seconds)
+        data = segments(rollout, rng)
+        for step, agent in agents.items():
+            agent.observe(data)
+            start = time.perf_counter()
+            agent.update()
+            if i:
+                seconds[step].append(time.perf_counter() - start)
+    return [figures(step, rollout, minibatch, threads, epochs, statistics.median(seconds[step])) for step in STEPS]
+
+
+def figures(step: str, rollout: int, minibatch: int, threads: int, epochs: int, per_update: float) -> dict[str, Any]:
     minibatches = epochs * -(-rollout // minibatch)
     return {
+        "step": step,
         "rollout": rollout,
         "minibatch": minibatch,
         "epochs": epochs,
@@ -90,18 +115,29 @@ def time_updates(rollout: int, minibatch: int, threads: int, repeats: int, epoch
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", action="append", metavar="ROLLOUT:MINIBATCH", help=f"default: {', '.join(DEFAULT_SHAPES)}")
-    parser.add_argument("--threads", default="1,2", help="torch thread counts (default 1,2)")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3, help="timed updates per point, median reported (default 3)")
+    parser.add_argument("--threads", default="1", help="torch thread counts, comma-separated (default 1: the learner's core)")
+    parser.add_argument("--epochs", type=int, default=2, help="epochs per update (default 2, the tank's)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed updates per point, median reported (default 3)")
     args = parser.parse_args()
-    results = []
+    results: list[dict[str, Any]] = []
+    speedups: list[dict[str, Any]] = []
     for shape in args.shape or DEFAULT_SHAPES:
         rollout, minibatch = (int(v) for v in shape.split(":"))
         for threads in (int(t) for t in args.threads.split(",")):
-            figures = time_updates(rollout, minibatch, threads, args.repeats, args.epochs)
-            print(figures, file=sys.stderr, flush=True)
-            results.append(figures)
-    print(json.dumps({"bench": "learner", "torch": torch.__version__, "cores": os.cpu_count(), "results": results}))
+            pair = time_updates(rollout, minibatch, threads, args.repeats, args.epochs)
+            for point in pair:
+                print(point, file=sys.stderr, flush=True)
+            reference, fused = pair
+            speedup = reference["seconds_per_update"] / fused["seconds_per_update"]
+            print(f"  fused / autograd gradient steps per second: {speedup:.2f}x", file=sys.stderr, flush=True)
+            results.extend(pair)
+            where = {"rollout": rollout, "minibatch": minibatch, "torch_threads": threads}
+            speedups.append({**where, "speedup": round(speedup, 2)})
+    print(
+        json.dumps(
+            {"bench": "learner", "torch": torch.__version__, "cores": os.cpu_count(), "results": results, "speedup": speedups}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,167 @@
+"""The fused PPO step (agents/fused.py) against the plain modules through autograd.
+
+In float64 the two must agree to rounding (1e-10) in every value and every gradient, across
+depths, both activations and every kink of the surrogate (both clipped regimes, ratios exactly
+inside the clip range where ``minimum`` splits its gradient, the ±20 log-ratio clamp, ±inf and
+NaN old log-probs). In float32, a whole update of each lands on the same parameters to 1e-5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from agents import PPOAgent, PPOConfig, Segment, SegmentEnd
+from agents.fused import actor_critic_forward
+
+OBS, ACT = 7, 3
+
+
+def pair(**overrides) -> tuple[PPOAgent, PPOAgent]:
+    """(fused, reference) agents with the same weights, in float64."""
+    config = PPOConfig(OBS, ACT, hidden=(8, 8), entropy_coef=0.03, **overrides)
+    fused, reference = PPOAgent(config), PPOAgent(dataclasses.replace(config, fused=False))
+    reference.actor.load_state_dict(fused.actor.state_dict())
+    reference.critic.load_state_dict(fused.critic.state_dict())
+    for agent in (fused, reference):
+        agent.actor.double()
+        agent.critic.double()
+    return fused, reference
+
+
+def inputs(agent: PPOAgent, n: int = 40, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """A minibatch whose old log-probs put ratios in both clipped regimes and exactly at 1 (a tie)."""
+    g = torch.Generator().manual_seed(seed)
+    obs = torch.randn(n, OBS, generator=g, dtype=torch.float64)
+    actions = torch.randn(n, ACT, generator=g, dtype=torch.float64)
+    with torch.no_grad():
+        logp = agent.actor.log_prob(obs, actions)[0]
+    offsets = torch.tensor([-0.5, -0.05, 0.0, 0.05, 0.5], dtype=torch.float64)
+    old = logp - offsets[torch.randint(0, len(offsets), (n,), generator=g)]
+    adv = torch.randn(n, generator=g, dtype=torch.float64)
+    ret = torch.randn(n, generator=g, dtype=torch.float64)
+    return obs, actions, old, adv, ret
+
+
+def loss_and_grads(agent: PPOAgent, batch: tuple[torch.Tensor, ...]) -> tuple[dict[str, float], list[torch.Tensor]]:
+    agent.optimizer.zero_grad(set_to_none=True)
+    out = agent._minibatch_loss(*batch)
+    out["loss"].backward()
+    params = [*agent.actor.parameters(), *agent.critic.parameters()]
+    return {k: float(v.detach()) for k, v in out.items()}, [p.grad.clone() for p in params]
+
+
+def assert_same(fused: PPOAgent, reference: PPOAgent, batch: tuple[torch.Tensor, ...]) -> None:
+    values_f, grads_f = loss_and_grads(fused, batch)
+    values_r, grads_r = loss_and_grads(reference, batch)
+    assert values_f.keys() == values_r.keys()
+    for key in values_f:
+        assert values_f[key] == pytest.approx(values_r[key], rel=1e-10, abs=1e-12, nan_ok=True), key
+    for got, want in zip(grads_f, grads_r, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+@pytest.mark.parametrize("hidden", [(8,), (8, 8), (6, 8, 5)])
+def test_networks_pass_equals_the_modules_in_value_and_gradient(activation, hidden):
+    """Mean and value, and the gradient of any upstream weighting of them, equal nn.Sequential's."""
+    config = PPOConfig(OBS, ACT, hidden=hidden, activation=activation)
+    agent = PPOAgent(config)
+    agent.actor.double()
+    agent.critic.double()
+    g = torch.Generator().manual_seed(1)
+    obs = torch.randn(33, OBS, generator=g, dtype=torch.float64)
+    up_mean = torch.randn(33, ACT, generator=g, dtype=torch.float64)
+    up_value = torch.randn(33, generator=g, dtype=torch.float64)
+    params = [*agent.actor.net.parameters(), *agent.critic.net.parameters()]
+
+    def grads(mean: torch.Tensor, value: torch.Tensor) -> list[torch.Tensor]:
+        return list(torch.autograd.grad((mean * up_mean).sum() + (value * up_value).sum(), params))
+
+    mean, value = actor_critic_forward(agent.actor, agent.critic, obs)
+    want_mean, want_value = agent.actor(obs), agent.critic(obs)
+    torch.testing.assert_close(mean, want_mean, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(value, want_value, rtol=1e-12, atol=1e-12)
+    for got, want in zip(grads(mean, value), grads(want_mean, want_value), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("advantage_norm", ["rollout", "minibatch"])
+def test_minibatch_loss_and_every_gradient_equal_the_reference(advantage_norm):
+    fused, reference = pair(advantage_norm=advantage_norm)
+    batch = inputs(fused)
+    with torch.no_grad():
+        ratio = (fused.actor.log_prob(batch[0], batch[1])[0] - batch[2]).exp()
+    assert (ratio > 1.2).any() and (ratio < 0.8).any() and (ratio == 1.0).any()  # every regime is present
+    assert_same(fused, reference, batch)
+
+
+@pytest.mark.parametrize("old_offset", [1e6, -1e6, math.inf, -math.inf])
+def test_log_ratio_clamp_rows_agree(old_offset):
+    """Rows past the ±20 log-ratio clamp (finite or infinite) get the reference's value and zero gradient."""
+    fused, reference = pair()
+    obs, actions, old, adv, ret = inputs(fused)
+    old = old.clone()
+    old[::3] += old_offset
+    assert_same(fused, reference, (obs, actions, old, adv, ret))
+
+
+def test_a_nan_old_log_prob_gives_the_reference_nan_loss_and_gradients():
+    fused, reference = pair()
+    obs, actions, old, adv, ret = inputs(fused)
+    old = old.clone()
+    old[4] = math.nan
+    assert_same(fused, reference, (obs, actions, old, adv, ret))
+    assert math.isnan(loss_and_grads(fused, (obs, actions, old, adv, ret))[0]["loss"])
+
+
+def test_log_std_at_its_bounds_agrees():
+    """At the floor and the ceiling the clamp and the entropy gate act on both paths alike."""
+    fused, reference = pair()
+    for agent in (fused, reference):
+        with torch.no_grad():
+            agent.actor.log_std.copy_(torch.tensor([agent.config.log_std_min, agent.config.log_std_max, -1.0]))
+    assert_same(fused, reference, inputs(fused, seed=2))
+
+
+def _segments(seed: int, steps: int = 96) -> list[Segment]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for k, n in enumerate((40, 30, 26)):
+        out.append(
+            Segment(
+                bot="b",
+                agent=k,
+                obs=rng.standard_normal((n, OBS), dtype=np.float32),
+                act=rng.uniform(-1, 1, (n, ACT)).astype(np.float32),
+                logp=rng.normal(-3.0, 0.5, n).astype(np.float32),
+                end=SegmentEnd.TERMINAL,
+                next_obs=None,
+                generation=0,
+                version=0,
+                reward=rng.standard_normal(n).astype(np.float32),
+            )
+        )
+    assert sum(s.steps for s in out) == steps
+    return out
+
+
+def test_whole_updates_land_on_the_same_parameters_in_float32():
+    """Two updates of the default step and the reference from the same seed: parameters equal to 1e-5."""
+    config = PPOConfig(OBS, ACT, rollout_steps=96, minibatch_size=32, epochs=2, seed=5)
+    fused, reference = PPOAgent(config), PPOAgent(dataclasses.replace(config, fused=False))
+    for seed in range(2):
+        for agent in (fused, reference):
+            agent.observe(_segments(seed))
+        metrics = fused.update(), reference.update()
+        assert metrics[0]["train/minibatches"] == metrics[1]["train/minibatches"] == 6.0
+    for got, want in zip(
+        [*fused.actor.parameters(), *fused.critic.parameters()],
+        [*reference.actor.parameters(), *reference.critic.parameters()],
+        strict=True,
+    ):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
