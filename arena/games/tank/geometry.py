@@ -10,16 +10,26 @@ counter-clockwise positive (see ``engine.py``'s docstring).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["DEG", "normalize_relative", "push_apart", "segments_cross", "sweep_touches"]
+__all__ = ["DEG", "clip", "normalize_relative", "push_apart", "segments_cross", "sweep_touches"]
 
 DEG: float = math.pi / 180.0
 """Radians per degree (a module constant, not ``np.radians``: one multiply, no call)."""
 _OVERLAP_EPS = 1e-6  # push_apart separates circles closer than 2R - eps
 _PUSH_PASSES = 10  # push_apart stops after this many passes even if some circles still overlap
+
+
+def clip(values: Any, low: Any, high: Any) -> Any:
+    """``np.clip``, bit for bit (it is defined as this), at half its cost on the engine's small arrays.
+
+    Why: a tick of 128 matches calls it ~50 times, and ``np.clip``'s Python wrappers cost ~4 us
+    a call against ~2 us for the two ufuncs (this machine, numpy 2); NaN propagates either way.
+    """
+    return np.minimum(np.maximum(values, low), high)
 
 
 def normalize_relative(angle_deg: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -107,6 +117,6 @@ def push_apart(
         ux = np.where(tiny, 1.0, dx / np.where(tiny, 1.0, d))
         uy = np.where(tiny, 0.0, dy / np.where(tiny, 1.0, d))
         push = np.where(over, (lim - d) * 0.5 + 1e-6, 0.0)
-        x = np.clip(x + (push * ux) @ pair_signed, radius, width - radius)
-        y = np.clip(y + (push * uy) @ pair_signed, radius, height - radius)
+        x = clip(x + (push * ux) @ pair_signed, radius, width - radius)
+        y = clip(y + (push * uy) @ pair_signed, radius, height - radius)
     return x, y

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from .geometry import DEG
+from .geometry import DEG, clip
 
 if TYPE_CHECKING:
     from .engine import TankBattle
@@ -105,8 +105,8 @@ def lead_direction(
     px, py = ex, ey
     for _ in range(3):  # fixed-point iteration on the flight time, as Robocode's linear targeting does
         t = np.hypot(px - battle.x, py - battle.y) / speed + 1.0
-        px = np.clip(ex + vx * t, rad, r.width - rad)
-        py = np.clip(ey + vy * t, rad, r.height - rad)
+        px = clip(ex + vx * t, rad, r.width - rad)
+        py = clip(ey + vy * t, rad, r.height - rad)
     lx, ly = px - battle.x, py - battle.y
     inv = has / np.maximum(np.hypot(lx, ly), 1e-12)
     return lx * inv, ly * inv

@@ -19,6 +19,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 from numpy.typing import NDArray
 
+from .geometry import clip
+
 __all__ = [
     "DEFAULT_RULES",
     "TankRules",
@@ -218,8 +220,8 @@ def next_velocity(
     The result is clipped to ``[-max_speed, max_speed]``.
     """
     velocity = np.asarray(velocity, np.float64)
-    target = np.clip(np.asarray(target, np.float64), -rules.max_speed, rules.max_speed)
+    target = clip(np.asarray(target, np.float64), -rules.max_speed, rules.max_speed)
     delta = target - velocity
     speeding_up = (velocity == 0) | ((velocity > 0) & (delta >= 0)) | ((velocity < 0) & (delta < 0))
     limit = np.where(speeding_up, rules.acceleration, rules.deceleration)
-    return np.clip(velocity + np.clip(delta, -limit, limit), -rules.max_speed, rules.max_speed)
+    return clip(velocity + clip(delta, -limit, limit), -rules.max_speed, rules.max_speed)

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .engine import ACT_DIM, TankBattle
+from .geometry import clip
 from .observation import OBS_DIM
 from .rules import DEFAULT_RULES, TankRules, next_velocity
 
@@ -121,7 +122,7 @@ class ScriptedBot:
         a0 = np.where(back, -1.0, 1.0) * speed / r.max_speed
         v_next = next_velocity(view.velocity, a0 * r.max_speed, r)
         rate = r.max_turn_rate - r.turn_rate_speed_factor * np.abs(v_next)
-        a1 = np.clip(err / rate, -1.0, 1.0)
+        a1 = clip(err / rate, -1.0, 1.0)
         return a0, a1
 
     def _gun_turn(
@@ -131,12 +132,12 @@ class ScriptedBot:
         r = self.rules
         v_next = next_velocity(view.velocity, a0 * r.max_speed, r)
         body = a1 * (r.max_turn_rate - r.turn_rate_speed_factor * np.abs(v_next))
-        return np.clip((_rel(aim - view.gun) - body) / r.max_gun_turn_rate, -1.0, 1.0)
+        return clip((_rel(aim - view.gun) - body) / r.max_gun_turn_rate, -1.0, 1.0)
 
     def _fire(self, power: NDArray[np.float64] | float, aim_error: NDArray[np.float64], view: View) -> NDArray[np.float64]:
         """Fire action: ``power`` when the gun is within a hull's width of ``aim`` and the gun is cold, else hold."""
         r = self.rules
-        power = np.clip(power, r.min_bullet_power, r.max_bullet_power)
+        power = clip(power, r.min_bullet_power, r.max_bullet_power)
         tol = np.degrees(np.arctan2(0.8 * r.tank_radius, np.maximum(view.enemy_distance, 1.0)))
         ok = view.has_enemy & (np.abs(aim_error) <= tol) & (view.gun_heat <= 0.0) & (view.energy > power + 0.1)
         level = (power - r.min_bullet_power) / (r.max_bullet_power - r.min_bullet_power)
@@ -147,7 +148,7 @@ class ScriptedBot:
         out = np.zeros((n, ACT_DIM), np.float32)
         for k, c in enumerate(cols):
             out[:, k] = c
-        return np.clip(out, -1.0, 1.0)
+        return clip(out, -1.0, 1.0)
 
 
 class Sitting(ScriptedBot):
@@ -229,7 +230,7 @@ class Walker(ScriptedBot):
         base = wall * 90.0 + np.where(ccw, 0.0, 180.0)
         d = dist[np.arange(len(obs)), wall]
         # Keep the track: the followed wall is on the right (CCW) or on the left (CW).
-        corr = np.clip(0.8 * (d - self.margin), -25.0, 25.0)
+        corr = clip(0.8 * (d - self.margin), -25.0, 25.0)
         follow = base - direction * corr
         nearest = np.argmin(dist, axis=1)
         to_wall = nearest * 90.0 + 270.0  # outward normal of the nearest wall
@@ -269,7 +270,7 @@ class Tracker(ScriptedBot):
         # Movement: toward the enemy when far, perpendicular at the preferred distance, away when close.
         direction = self._state(self.direction, rows)
         direction = np.where(self.rng.random(len(obs)) < self.flip_prob, -direction, direction)
-        offset = 90.0 - np.clip((d - self.preferred) * 0.25, -30.0, 70.0)
+        offset = 90.0 - clip((d - self.preferred) * 0.25, -30.0, 70.0)
         margin = r.tank_radius + 30.0
 
         def blocked(heading: NDArray[np.float64]) -> NDArray[np.bool_]:
@@ -290,7 +291,7 @@ class Tracker(ScriptedBot):
         a0, a1 = self._drive(view, desired, r.max_speed)
 
         # Gun: linear targeting with power by distance.
-        power = np.clip(450.0 / np.maximum(d, 1.0), 1.0, r.max_bullet_power)
+        power = clip(450.0 / np.maximum(d, 1.0), 1.0, r.max_bullet_power)
         power = np.where(view.energy < 15.0, np.minimum(power, 1.0), power)
         speed = r.bullet_speed_base - r.bullet_speed_factor * power
         er = np.radians(view.enemy_dir)
@@ -303,8 +304,8 @@ class Tracker(ScriptedBot):
         rad = r.tank_radius
         for _ in range(4):
             t = np.hypot(px - view.x, py - view.y) / speed + 1.0
-            px = np.clip(ex + vx * t, rad, r.width - rad)
-            py = np.clip(ey + vy * t, rad, r.height - rad)
+            px = clip(ex + vx * t, rad, r.width - rad)
+            py = clip(ey + vy * t, rad, r.height - rad)
         aim = np.degrees(np.arctan2(py - view.y, px - view.x))
         a2 = self._gun_turn(view, aim, a0, a1)
         a3 = self._fire(power, _rel(aim - view.gun), view)
