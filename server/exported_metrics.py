@@ -26,12 +26,18 @@ _ZERO_COUNTERS = {
     "checkpoint_failures": "Checkpoints that failed to write (the previous ones are intact).",
     "trainer_restarts": "Trainer thread restarts after a crash.",
     "nan_skips": "Minibatch steps skipped for non-finite losses or gradients.",
+    "frames_accepted": "tr frames accepted.",
+    "frame_groups": "Groups of accepted tr frames (frames that arrived together are checked and queued as one).",
+    "seq_gaps": "Accepted tr frames whose seq skipped ahead of the session's previous one.",
+    "seq_gap_frames": "Sequence numbers skipped over by those gaps.",
 }
 """Counters without labels, exported from the start at 0 (a scrape never has to tell "0" from "absent")."""
 
-_ERROR_CODES_SENT = tuple(
-    str(code) for code in ErrorCode if code not in (ErrorCode.BAD_WEIGHTS, ErrorCode.BAD_HELLO, ErrorCode.INTERNAL)
-)
+_NOT_REJECTIONS = (ErrorCode.BAD_VERSION, ErrorCode.BAD_WEIGHTS, ErrorCode.BAD_HELLO, ErrorCode.INTERNAL)
+"""Codes no frame is rejected with after the handshake: a wrong ``v`` is closed without an error
+(``frames_closed{reason="bad_version"}``), ``bad_hello`` refuses the handshake
+(``handshakes_rejected``), ``bad_weights`` goes from bot to server, ``internal`` precedes close 1011."""
+_ERROR_CODES_SENT = tuple(str(code) for code in ErrorCode if code not in _NOT_REJECTIONS)
 """Codes of the errors a bot can get after its handshake: ``frames_rejected``'s label values."""
 
 
@@ -49,14 +55,10 @@ def describe_server_metrics(metrics: Metrics) -> None:
                        "(text_frame, bad_version, too_many_undecodable, too_big: the 1009 size limit).")  # fmt: skip
     d("handshakes_rejected", "Connections refused before or at hello, by reason.")
     d("rollbacks", "Updates undone by the trainer's guards, by reason.")
-    d("frames_accepted", "tr frames accepted.")
-    d("frame_groups", "Groups of accepted tr frames (frames that arrived together are checked and queued as one).")
     d("connected_bots", "Open bot connections.")
     d("queue_bytes", "Payload bytes in the transition queue.")
     d("policy_version", "Newest published policy version.")
     d("policy_lag", "Versions between the acting and the current policy (last update).")
-    d("seq_gaps", "Accepted tr frames whose seq skipped ahead of the session's previous one.")
-    d("seq_gap_frames", "Sequence numbers skipped over by those gaps.")
     d("bots_aborted", "Connections aborted by the server, by reason (write_stalled: read nothing for ping_timeout).")
     d("loop_lag_seconds", "Event-loop wake-up lateness over the recent window.")
     d("update_seconds", "Wall time of the last update.")

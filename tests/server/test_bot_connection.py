@@ -276,6 +276,9 @@ def test_a_tr_beyond_the_credit_is_refused_no_credit_and_spends_nothing():
     assert metrics.counter("frames_rejected", code="no_credit") == 1
     account = bot.session.credit
     assert (account.available, account.owed, account.withheld) == (0, welcome.credit, True)
+    # docs/protocol.md §6 rule 4: credit = welcome.credit + grants - tr sent + tr answered no_credit
+    sent, refused = welcome.credit + 1, 1
+    assert account.available == welcome.credit + 0 - sent + refused
 
 
 def test_a_tr_read_at_zero_credit_passes_once_the_frames_before_it_earned_credit_back():
@@ -326,6 +329,7 @@ def test_a_rejected_frame_is_a_grant_point_that_sees_what_this_decision_queued()
 def test_a_replayed_or_older_seq_is_refused_duplicate_and_never_queued_twice():
     bot, metrics, _ = connect()
     decision = bot.receive([tr(s) for s in (0, 1, 2, 1, 5, 4, 5, 6)], CURRENT)
+    # ref is the refused frame's own seq (4 here), not the last accepted one (5): §7.1's duplicate row
     assert errors(decision) == [("duplicate", 1), ("duplicate", 4), ("duplicate", 5)]
     assert steps(decision) == 5 * 4  # seqs 0, 1, 2, 5, 6, once each
     assert bot.session.last_seq == 6
