@@ -26,6 +26,7 @@ from ..games.tank.events import StepInfo
 from ..games.tank.observation import OBS_DIM
 from ..games.tank.rules import TankRules
 from ..games.tank.scripted import View, make_scripted
+from .spec import LearningBotSpec
 
 __all__ = [
     "Controller",
@@ -243,44 +244,37 @@ class _Opponents:
 
 
 def play_learning_bot(
-    url: str,
-    opponents: Sequence[str],
-    n_matches: int = 16,
-    rounds: int | None = None,
+    spec: LearningBotSpec,
     stop: threading.Event | None = None,
-    rules: TankRules | None = None,
-    token: str | None = None,
-    seed: int = 0,
-    name: str = "tank",
     log: MatchLog | None = None,
-    opponent_factory: Callable[[str, int, int], Controller] = make_opponent,
     report: Callable[[list[RoundResult], int], None] | None = None,
     connected: Callable[[BlockingBotClient], None] | None = None,
     watch: Callable[[TankBattle], None] | None = None,
-    league: Callable[[int, int], OpponentPool] | None = None,
+    opponent_factory: Callable[[str, int, int], Controller] = make_opponent,
 ) -> MatchLog:
-    """Play 1v1 rounds as a learning websocket bot until ``rounds`` rounds end or ``stop`` is set.
+    """Play 1v1 rounds as the learning websocket bot ``spec`` until ``spec.rounds`` rounds end or ``stop`` is set.
 
     Returns the match log (wins, scores). ``report`` (if given) receives each tick's finished
     rounds and tick count, for a parent process to aggregate. ``connected`` (if given) receives
     the client once the handshake is done, e.g. to show its policy version from another thread.
     ``watch`` (if given) sees the battle after every tick, before finished rounds are reset
-    (the live dashboard's match view). ``league`` (if given) builds the opponents from
-    (matches, seed) instead of the fixed ``opponents`` mix: ``arena.league.LeagueSpec.build``.
+    (the live dashboard's match view, a pacer, the Tank Royale bridge). ``opponent_factory`` makes
+    the fixed mix's controllers (the Tank Royale bridge supplies its own).
 
     Raises:
         HandshakeRejected: the server refused this bot for good (token, sizes).
         OSError, TimeoutError: the server could not be reached (``arena worker`` retries).
     """
-    battle = TankBattle(n_matches, 2, rules or TankRules(), seed=seed)
+    n_matches, seed = spec.n_matches, spec.seed
+    battle = TankBattle(n_matches, 2, spec.rules, seed=seed)
     rivals: OpponentPool = (
-        league(n_matches, seed) if league is not None
-        else _Opponents(_opponent_names(opponents, n_matches), seed, opponent_factory)
+        spec.league.build(n_matches, seed, worker=spec.index) if spec.league is not None
+        else _Opponents(_opponent_names(spec.opponents, n_matches), seed, opponent_factory)
     )  # fmt: skip
     log = log or MatchLog()
     # wss:// verifies with the system's CAs (SSL_CERT_FILE adds others): see BotClient.connect.
     config = ClientConfig(
-        url, name, OBS_DIM, ACT_DIM, n_agents=n_matches, reward=RewardMode.TERMS, token=token,
+        spec.url, spec.name, OBS_DIM, ACT_DIM, n_agents=n_matches, reward=RewardMode.TERMS, token=spec.token,
         batch_steps=TICKS_PER_FRAME * n_matches,
     )  # fmt: skip
     actions = np.zeros((n_matches, 2, ACT_DIM), np.float32)
@@ -290,7 +284,7 @@ def play_learning_bot(
         if connected is not None:
             connected(bot)
         obs = battle.observe()
-        while not (stop is not None and stop.is_set()) and (rounds is None or log.rounds < rounds):
+        while not (stop is not None and stop.is_set()) and (spec.rounds is None or log.rounds < spec.rounds):
             rivals.learner(bot.policy)
             actions[:, 0], logp = bot.act(obs[:, 0])
             rivals.act(obs, actions)

@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 
 __all__ = ["WORKER_BACKOFF", "WORKER_PROGRESS_EVERY", "WORKER_STOP_GRACE", "run_worker"]
 
@@ -27,14 +28,16 @@ def run_worker(args: argparse.Namespace) -> int:
 
     from ..games.tank.engine import ACT_DIM
     from ..games.tank.observation import OBS_DIM
-    from ..games.tank.rules import TankRules
     from .play import MatchLog, play_learning_bot
+    from .spec import LearningBotSpec
 
     name = args.name or f"worker-{socket.gethostname()}"
     ClientConfig(args.url, name, OBS_DIM, ACT_DIM, n_agents=args.matches, token=args.token)  # bad URL: one line now
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     opponents = args.opponent or ["sitting"]
-    rules = TankRules(max_ticks=args.ticks_per_round)
+    spec = LearningBotSpec(
+        args.url, tuple(opponents), args.matches, args.ticks_per_round, args.token, seed, name, rounds=args.rounds
+    )
     log = MatchLog()
     stop = threading.Event()
     client: list[BlockingBotClient] = []  # the connected client, once there is one (read by the progress line)
@@ -54,19 +57,8 @@ def run_worker(args: argparse.Namespace) -> int:
         delay, attempt = WORKER_BACKOFF[0], 0
         while not stop.is_set() and (args.rounds is None or log.rounds < args.rounds):
             try:
-                play_learning_bot(
-                    args.url,
-                    opponents,
-                    n_matches=args.matches,
-                    rounds=args.rounds,
-                    stop=stop,
-                    rules=rules,
-                    token=args.token,
-                    seed=seed + attempt,  # fresh games after a reconnect, still reproducible
-                    name=name,
-                    log=log,
-                    connected=connected,
-                )
+                # fresh games after a reconnect, still reproducible
+                play_learning_bot(replace(spec, seed=seed + attempt), stop, log, connected=connected)
             except HandshakeRejected as exc:  # bad token or sizes: retrying would not help
                 failure.append(exc)
                 stop.set()

@@ -8,18 +8,15 @@ reports finished rounds to the parent through a queue, batched every quarter sec
 from __future__ import annotations
 
 import contextlib
-import functools
 import multiprocessing as mp
 import queue
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .play import MatchLog, RoundResult
-
-if TYPE_CHECKING:
-    from ..league import LeagueSpec
+from .spec import LearningBotSpec
 
 __all__ = ["WorkerPool"]
 
@@ -27,25 +24,10 @@ REPORT_EVERY = 0.25
 """Seconds between a worker's reports to the parent."""
 
 
-def _worker_main(
-    url: str,
-    opponents: list[str],
-    n_matches: int,
-    max_ticks: int,
-    token: str | None,
-    seed: int,
-    name: str,
-    stop: Any,
-    reports: Any,
-    index: int = 0,
-    league: LeagueSpec | None = None,
-    royale_matches: int | None = None,
-    turns_per_s: float | None = None,
-) -> None:
-    from ..games.tank.engine import TankRules
+def _worker_main(spec: LearningBotSpec, stop: Any, reports: Any) -> None:
+    """A worker process: play ``spec`` until ``stop``, reporting rounds, ticks and CPU to the parent."""
     from ..royale.seats import RoyaleMatchError
-    from ..royale.train import play_with_royale_opponents
-    from .play import play_learning_bot
+    from .launch import run_learning_bot
 
     pending: list[RoundResult] = []
     ticks = 0
@@ -62,41 +44,21 @@ def _worker_main(
         pending.extend(results)
         ticks += step_ticks
         if time.monotonic() - last >= REPORT_EVERY:
-            reports.put((index, list(pending), ticks, cpu()))
+            reports.put((spec.index, list(pending), ticks, cpu()))
             pending.clear()
             ticks, last = 0, time.monotonic()
-
-    rules = TankRules(max_ticks=max_ticks)
-
-    def play(mix: list[str], matches: int, hooks: dict[str, Any]) -> None:
-        play_learning_bot(
-            url,
-            mix,
-            n_matches=matches,
-            stop=stop,
-            rules=rules,
-            token=token,
-            seed=seed,
-            name=name,
-            report=report,
-            league=None if league is None else functools.partial(league.build, worker=index),
-            **hooks,
-        )
 
     def say(message: str) -> None:
         print(f"arena train: {message}", file=sys.stderr, flush=True)
 
-    def size(mix: list[str]) -> int:
-        return n_matches if royale_matches is None else royale_matches * len(mix)
-
     try:
-        play_with_royale_opponents(opponents, size, rules, play, say, None if turns_per_s is None else _pacer(turns_per_s))
+        run_learning_bot(spec, stop, say, report=report)
     except RoyaleMatchError as exc:  # only the league's Tank Royale share runs Tank Royale bots in a worker
         say(f"{exc}; the league goes on without Tank Royale bots")
     except KeyboardInterrupt:
         pass  # the parent handles Ctrl-C and stops us through the event
     finally:
-        reports.put((index, list(pending), ticks, cpu()))
+        reports.put((spec.index, list(pending), ticks, cpu()))
 
 
 def _pacer(turns_per_s: float) -> Callable[[object], None]:
@@ -120,46 +82,17 @@ def _pacer(turns_per_s: float) -> Callable[[object], None]:
 
 
 class WorkerPool:
-    """``n`` bot processes (spawned, so no state is inherited from the server process)."""
+    """``n`` bot processes (spawned, so no state is inherited from the server process), bot ``i`` playing ``spec.nth(i)``."""
 
-    def __init__(
-        self,
-        n: int,
-        url: str,
-        opponents: list[str],
-        n_matches: int,
-        max_ticks: int,
-        token: str | None,
-        seed: int,
-        league: LeagueSpec | None = None,
-        name: str = "tank",
-        royale_matches: int | None = None,
-        turns_per_s: float | None = None,
-    ) -> None:
-        """``royale_matches``: the league's Tank Royale share, ``opponents`` all ``royale:PATH`` and that many
-        matches against each (one bot process per match, booted by the worker), at most ``turns_per_s``."""
+    def __init__(self, spec: LearningBotSpec, n: int) -> None:
         context = mp.get_context("spawn")
         self.stop = context.Event()
         self.reports: Any = context.Queue()
         self.processes = [
             context.Process(
                 target=_worker_main,
-                args=(
-                    url,
-                    opponents,
-                    n_matches,
-                    max_ticks,
-                    token,
-                    seed * 1000 + i,
-                    f"{name}{i}",
-                    self.stop,
-                    self.reports,
-                    i,
-                    league,
-                    royale_matches,
-                    turns_per_s,
-                ),
-                name=f"arena-worker-{name}{i}",
+                args=(spec.nth(i), self.stop, self.reports),
+                name=f"arena-worker-{spec.name}{i}",
                 daemon=True,
             )
             for i in range(n)
@@ -177,6 +110,10 @@ class WorkerPool:
     def failed(self) -> list[int]:
         """Exit codes of workers that ended with an error."""
         return [p.exitcode for p in self.processes if p.exitcode not in (None, 0)]  # type: ignore[misc]
+
+    def errors(self) -> list[BaseException]:
+        """What went wrong, one error a failed worker (read after :meth:`close`)."""
+        return [RuntimeError(f"worker exited with code {code}") for code in self.failed()]
 
     def collect(self, log: MatchLog) -> None:
         """Move every report received so far into ``log`` (non-blocking)."""

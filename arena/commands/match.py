@@ -57,6 +57,16 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "skips the turn (default: 30, Tank Royale's standard; the next turn starts as soon as every bot answered)",
     )
     match.add_argument(
+        "--royale-logs",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep each booted Tank Royale bot's output (stdout and stderr) in DIR/NAME.log, NAME as in the results "
+        "(DIR is created; older logs of the same name are replaced). Without it the logs are deleted after the match. "
+        "Either way a bot that fails (exits, dies, never connects, or raises: a Python traceback in its log) is an "
+        "error that quotes the end of its log",
+    )
+    match.add_argument(
         "--record",
         type=Path,
         default=None,
@@ -78,8 +88,8 @@ def _match(args: argparse.Namespace) -> int:
     from ..bots.play import PolicyController, ScriptedController, play_match
     from ..bots.policies import load_policy
     from ..games.tank.engine import TankRules
-    from ..royale.match import play_royale_match, royale_rules
-    from ..royale.seats import RoyaleBotSpec
+    from ..royale.match import failure_message, play_royale_match, royale_rules
+    from ..royale.seats import RoyaleBotSpec, RoyaleMatchError
     from ..royale.server import RoyaleServerConfig
 
     royale = any(RoyaleBotSpec.matches(spec) for spec in args.bot) or args.royale_port is not None
@@ -89,6 +99,13 @@ def _match(args: argparse.Namespace) -> int:
         raise ValueError("--turn-timeout-ms applies to Tank Royale bots only (royale:PATH or --royale-port)")
     if args.record is not None and not args.record.parent.is_dir():  # before a long match, not after
         raise FileNotFoundError(f"--record {args.record}: no directory {args.record.parent}")
+    if args.royale_logs is not None:
+        if not royale or args.royale_port is not None:
+            raise ValueError("--royale-logs keeps the output of booted Tank Royale bots (royale:PATH, without --royale-port)")
+        try:
+            args.royale_logs.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"--royale-logs {args.royale_logs}: {exc.strerror or exc}") from None
     for spec in args.bot:
         if spec not in SCRIPTED_NAMES and not RoyaleBotSpec.matches(spec) and not Path(spec).exists():
             raise ValueError(
@@ -139,7 +156,15 @@ def _match(args: argparse.Namespace) -> int:
         timeouts = {} if args.turn_timeout_ms is None else {"turn_timeout": args.turn_timeout_ms / 1000.0}
         config = RoyaleServerConfig(port=args.royale_port or 0, **timeouts)
         result = play_royale_match(
-            players, args.rounds, args.seed, rules, config, args.royale_port is None, recorder, announce=_stderr_line
+            players,
+            args.rounds,
+            args.seed,
+            rules,
+            config,
+            args.royale_port is None,
+            recorder,
+            announce=_stderr_line,
+            log_dir=args.royale_logs,
         )
     else:
         result = play_match(players, args.rounds, seed=args.seed, n_matches=n_matches, rules=rules, observer=recorder)
@@ -152,8 +177,14 @@ def _match(args: argparse.Namespace) -> int:
         )
     for row, bot in zip(result["bots"], bots, strict=True):  # type: ignore[call-overload]
         row.update({k: v for k, v in bot.items() if k not in row})  # what each bot was: a policy's version, ...
+    # Booted Tank Royale bots that failed mid-game (died, left, raised): the results are printed,
+    # then the failures are the command's error (stderr, exit code 2), each with the end of its log.
+    failures = result.get("royale", {}).get("failures", []) if royale else []  # type: ignore[union-attr]
+    failed = RoyaleMatchError("\n".join(failure_message(f) for f in failures), [f["bot"] for f in failures])
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(result), flush=True)
+        if failures:
+            raise failed
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -172,4 +203,7 @@ def _match(args: argparse.Namespace) -> int:
     if "draws" in result:
         table.caption = f"draws (no winner): {result['draws']}; mean round length: {result['mean_round_ticks']:,} ticks"
     Console().print(table)
+    if failures:
+        sys.stdout.flush()
+        raise failed
     return 0

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
-from ..defaults import (
-    TANK_SEGMENT_STEPS,
-    tank_ppo_options,
-)
+from ..defaults import TANK_SEGMENT_STEPS
 from ..outputs.run_log import MetricsLog
-
-if TYPE_CHECKING:  # the server is imported on use: it stays out of the CLI's start-up
-    from server.rewards import RewardFunction
-
 
 GAMES = ("tank", "reach")
 SCRIPTED_NAMES = ("sitting", "spinner", "walker", "tracker")
@@ -143,31 +135,6 @@ def _parse_agent_options(agent: str, pairs: Sequence[str]) -> dict[str, Any]:
     return options
 
 
-def _agent_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Config overrides for ``make_agent`` from the command line (checked before anything starts)."""
-    import torch
-
-    device = str(args.device)
-    try:
-        kind = torch.device(device).type
-    except RuntimeError as exc:
-        raise ValueError(f"--device {device!r}: {exc}") from None
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: this torch build sees no CUDA device")
-    if kind not in ("cpu", "cuda"):
-        raise ValueError(f"--device {device}: only cpu and cuda are supported")
-    options: dict[str, Any] = {"seed": args.seed, "device": device}
-    tank_agents = getattr(args, "tank_agents", None)
-    if args.agent == "ppo" and tank_agents is not None:
-        options.update(tank_ppo_options(tank_agents, league=getattr(args, "tank_league", False)))
-    options.update(_parse_agent_options(args.agent, args.agent_option))
-    if args.agent in ("ddpg", "td3"):
-        options["save_replay"] = bool(args.save_replay)
-    elif args.save_replay:
-        raise ValueError("--save-replay applies to ddpg and td3 only (ppo keeps no replay buffer)")
-    return options
-
-
 def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address; non-loopback needs --token (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=default_port, help=f"TCP port, 0 = any free (default: {default_port})")
@@ -226,96 +193,19 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> Non
     )
 
 
-def _make_server(
-    args: argparse.Namespace,
-    obs_dim: int,
-    act_dim: int,
-    log: Callable[[dict[str, float]], None],
-    reward: RewardFunction | None,
-    group: Any = None,
-) -> Any:
-    """The server both `train` and `serve` run: agent, limits, checkpoints in ``--out``, metrics log.
-
-    ``reward`` is the game's reward function for terms-mode bots (``TANK_REWARD`` for the tank),
-    or None for a game whose bots send scalar rewards: the server owns no shaping of its own.
-    ``group``: the learner ranks of ``serve --distributed``; only rank 0 keeps checkpoints.
-    """
-    from agents import make_agent
-    from server import TrainerConfig, TrainingServer
-
-    if args.resume and not (args.out / "checkpoints").is_dir():
-        raise FileNotFoundError(f"--resume: no checkpoints in {args.out / 'checkpoints'}")
-    writes = group is None or group.is_leader
-    return TrainingServer(
-        make_agent(args.agent, obs_dim, act_dim, **_agent_options(args)),
-        _server_config(args),
-        TrainerConfig(
-            checkpoint_dir=args.out / "checkpoints" if writes else None,
-            checkpoint_interval=args.checkpoint_interval
-            or (REPLAY_CHECKPOINT_INTERVAL if getattr(args, "save_replay", False) else CHECKPOINT_INTERVAL),
-            resume=args.resume and writes,
-            torch_threads=args.torch_threads,
-        ),
-        update_hook=log,
-        dashboard=_dashboard_config(args),
-        reward=reward,
-        group=group,
-    )
-
-
-def _dashboard_config(args: argparse.Namespace) -> Any:
-    from server import DashboardConfig
-
-    if args.dashboard_port == -1:
-        return None
-    if not -1 <= args.dashboard_port <= 65535:
-        raise ValueError(f"--dashboard-port must be -1 (off), 0 (any free) or a TCP port, got {args.dashboard_port}")
-    return DashboardConfig(host=args.dashboard_host or args.host, port=args.dashboard_port, token=args.token)
-
-
 def _announce_dashboard(server: Any, token: str | None) -> None:
     if server.dashboard is not None:
         hint = "?token=<your token>" if token else ""
         print(f"dashboard: {server.dashboard.url.rstrip('/')}/{hint}", flush=True)
 
 
-def _server_config(args: argparse.Namespace) -> Any:
-    from server import ServerConfig
-    from server.config import is_loopback
-
-    cert, key = getattr(args, "tls_cert", None), getattr(args, "tls_key", None)
-    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
-        if path is not None and not path.is_file():
-            raise FileNotFoundError(f"{flag} {path}: no such file")
-    extra: dict[str, Any] = {"credit_window": args.credit_window} if getattr(args, "credit_window", None) else {}
-    if getattr(args, "queue_steps", None):
-        extra["queue_max_steps"] = args.queue_steps
-    if getattr(args, "segment_steps", None):
-        extra["segment_steps"] = args.segment_steps
-    elif getattr(args, "tank_agents", None) is not None and args.agent == "ppo":
-        extra["segment_steps"] = TANK_SEGMENT_STEPS
-    config = ServerConfig(
-        host=args.host,
-        port=args.port,
-        token=args.token,
-        tls_cert=str(cert) if cert else None,
-        tls_key=str(key) if key else None,
-        **extra,
-    )  # validated first: a refused config is one line, with no warning before it
-    if cert is None and not is_loopback(args.host):
-        logging.getLogger("arena").warning(
-            "serving on %s without TLS: put a TLS-terminating proxy in front, or use --tls-cert", args.host
-        )
-    return config
-
-
-def _attach_tensorboard(log: MetricsLog, args: argparse.Namespace, command: str) -> None:
+def _attach_tensorboard(log: MetricsLog, flags: argparse.Namespace, command: str) -> None:
     """``--tensorboard``: every metrics row also as TensorBoard scalars; a missing package is one line, not an error."""
     from ..outputs.tensorboard import ScalarLogger, TensorBoardUnavailable
 
     try:
-        log.tensorboard = ScalarLogger(args.out / "tensorboard")
-        log.tensorboard.add_config({k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()})
+        log.tensorboard = ScalarLogger(flags.out / "tensorboard")
+        log.tensorboard.add_config({k: str(v) if isinstance(v, Path) else v for k, v in vars(flags).items()})
     except TensorBoardUnavailable as exc:
         print(f"{command}: {exc}", file=sys.stderr)
 

@@ -23,11 +23,11 @@ from .options import (
     _add_server_flags,
     _announce_dashboard,
     _attach_tensorboard,
-    _make_server,
     _positive_float,
     _positive_int,
     _resume_line,
 )
+from .server_plan import ServerPlan, TankShape, make_server
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -83,36 +83,38 @@ def _serve(args: argparse.Namespace) -> int:
     from server import ListenError
     from server.distributed import RankLost
 
-    group = None
+    group, flags = None, args
     if args.distributed:
-        group = _join_learner_group(args)
-        if group is None:
+        joined = _join_learner_group(args)
+        if joined is None:
             return 2
+        group, flags = joined
 
     from ..games.tank.engine import ACT_DIM
     from ..games.tank.observation import OBS_DIM
     from ..games.tank.rewards import TANK_REWARD
     from ..outputs.tensorboard import ServerScalars
 
-    obs_dim, act_dim = args.obs_dim or OBS_DIM, args.act_dim or ACT_DIM
-    args.tank_agents = args.agents if (obs_dim, act_dim) == (OBS_DIM, ACT_DIM) else None  # the tank's PPO defaults
-    scalars: list[Any] = []  # the server's figures for each row, once the server exists (as in arena train)
+    obs_dim, act_dim = flags.obs_dim or OBS_DIM, flags.act_dim or ACT_DIM
+    tank = TankShape(flags.agents) if (obs_dim, act_dim) == (OBS_DIM, ACT_DIM) else None  # the tank's PPO defaults
     writes = group is None or group.is_leader  # rank 0 alone writes --out
-    log = MetricsLog(
-        args.out / "metrics.jsonl" if writes else None, time.monotonic(), extra=lambda: scalars[0]() if scalars else {}
-    )
     # Terms-mode bots get the tank's shaping at any sizes, as they always have: the tank is serve's game.
+    plan = ServerPlan.from_flags(flags, (obs_dim, act_dim), TANK_REWARD, tank, writes)
+    scalars: list[Any] = []  # the server's figures for each row, once the server exists (as in arena train)
+    log = MetricsLog(
+        flags.out / "metrics.jsonl" if writes else None, time.monotonic(), extra=lambda: scalars[0]() if scalars else {}
+    )
     try:
-        server = _make_server(args, obs_dim, act_dim, log, TANK_REWARD, group)
+        server = make_server(plan, log, group)
     except RankLost as exc:  # another rank went away before this one had its starting state
         print(f"arena serve: error: {exc}", file=sys.stderr)
         return 1
     scalars.append(ServerScalars(server))
     log.dashboard = server.dashboard
     if writes:
-        args.out.mkdir(parents=True, exist_ok=True)
-    if args.tensorboard:
-        _attach_tensorboard(log, args, "arena serve")
+        flags.out.mkdir(parents=True, exist_ok=True)
+    if flags.tensorboard:
+        _attach_tensorboard(log, flags, "arena serve")
     logging.getLogger("server").setLevel(logging.INFO)
     logging.getLogger("server.dashboard.http").setLevel(logging.WARNING)  # not one line per page load
 
@@ -124,17 +126,17 @@ def _serve(args: argparse.Namespace) -> int:
                 loop.add_signal_handler(sig, stopping.set)
         async with server:
             shape = ""
-            if args.agent == "ppo":
+            if flags.agent == "ppo":
                 cfg = server.trainer.agent.config
                 shape = f", rollout {cfg.rollout_steps:,} steps in minibatches of {cfg.minibatch_size:,}"
             rank = f"rank {group.rank} of {group.world_size}: " if group is not None else ""
             print(
-                f"arena serve: {rank}{args.agent} listening on {server.url} (obs {obs_dim}, act {act_dim}{shape}); "
+                f"arena serve: {rank}{flags.agent} listening on {server.url} (obs {obs_dim}, act {act_dim}{shape}); "
                 f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops",
                 flush=True,
             )
-            _announce_dashboard(server, args.token)
-            if args.resume:
+            _announce_dashboard(server, flags.token)
+            if flags.resume:
                 print(_resume_line("arena serve", server.trainer), flush=True)
             waiters = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(server.wait_failed())]
             watcher = asyncio.ensure_future(_say_when_caught_up(server))
@@ -185,9 +187,9 @@ async def _say_when_caught_up(server: Any, every: float = 0.5) -> None:
             )
 
 
-def _join_learner_group(args: argparse.Namespace) -> Any:
-    """This process's learner rank (``--distributed``), with its port, outputs and resume set; None
-    after a one-line error (not under torchrun, not ppo, no rendezvous)."""
+def _join_learner_group(args: argparse.Namespace) -> tuple[Any, argparse.Namespace] | None:
+    """This process's learner rank (``--distributed``) and its flags (port, outputs and resume set per rank);
+    None after a one-line error (not under torchrun, not ppo, no rendezvous). ``args`` is left as parsed."""
     from server.distributed import DistributedConfig, LearnerGroup
 
     if args.agent != "ppo":
@@ -195,22 +197,23 @@ def _join_learner_group(args: argparse.Namespace) -> Any:
               file=sys.stderr)  # fmt: skip
         return None
     cuda = str(args.device).startswith("cuda")
+    rank: dict[str, Any] = {}
     try:
         config = DistributedConfig.from_environment(timeout=args.collective_timeout, backend="nccl" if cuda else "gloo")
         if cuda:
-            args.device = f"cuda:{config.local_rank}"  # one GPU per rank on a host
+            rank["device"] = f"cuda:{config.local_rank}"  # one GPU per rank on a host
         group = LearnerGroup(config)
     except (ValueError, RuntimeError) as exc:
         print(f"arena serve: error: {exc}", file=sys.stderr)
         return None
     if args.port:
-        args.port += config.local_rank  # one bot port per rank on a host
+        rank["port"] = args.port + config.local_rank  # one bot port per rank on a host
     if not group.is_leader:
-        args.dashboard_port, args.tensorboard = -1, False  # rank 0 shows and writes the run
-        args.resume = False  # rank 0's checkpoints reach it through the group, not the disk (another host's)
+        rank.update(dashboard_port=-1, tensorboard=False)  # rank 0 shows and writes the run
+        rank["resume"] = False  # rank 0's checkpoints reach it through the group, not the disk (another host's)
     elif config.restart and (args.out / "checkpoints").is_dir():
-        args.resume = True  # torchrun restarted the group: carry on from rank 0's newest checkpoint
-    return group
+        rank["resume"] = True  # torchrun restarted the group: carry on from rank 0's newest checkpoint
+    return group, argparse.Namespace(**{**vars(args), **rank})
 
 
 def _leave_learner_group(group: Any, failed: BaseException | None) -> int:

@@ -7,7 +7,6 @@ and the match log, never the server's parts.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -75,7 +74,8 @@ class MetricsLog:
 
 
 def summarize(
-    args: argparse.Namespace,
+    agent: str,
+    game: str,
     server: StatsSource,
     wall: float,
     rounds_log: Any,
@@ -85,8 +85,8 @@ def summarize(
     """``summary.json`` but its ``layout``, ``league``, ``throughput`` and ``evaluation``: the run's outcome."""
     stats = server.stats()
     summary: dict[str, Any] = {
-        "agent": args.agent,
-        "game": args.game,
+        "agent": agent,
+        "game": game,
         "generation": stats.trainer_policy.generation,
         "policy_version": stats.trainer_policy.version,
         "updates": stats.updates,

@@ -477,3 +477,32 @@ def test_credit_window_flag_refuses_zero_in_one_line():
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--credit-window" in lines[0] and "must be >= 1, got 0" in lines[0], result.stderr
+
+
+def test_no_command_writes_onto_its_parsed_flags():
+    """``args`` is read, never written, after parsing: a command's decisions go into a plan (arena/commands/*_plan.py).
+
+    It used to carry values between modules (``args.tank_agents`` read back with ``getattr`` three modules
+    away); an assignment, augmented assignment, ``del`` or ``setattr`` on ``args``/``flags`` anywhere in
+    arena/ fails here.
+    """
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "arena"
+    names = {"args", "flags"}
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign | ast.Delete):
+                targets = list(node.targets)
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and node.args:
+                targets = [ast.Attribute(value=node.args[0], attr="?", ctx=ast.Store())]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id in names:
+                        found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    assert found == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -59,10 +58,9 @@ def test_summarize_a_tank_and_a_reach_run() -> None:
     server = source(
         trainer_policy=PolicyId(2, 17), updates=5, gradient_steps=40, transitions_received=900, transitions_trained=800
     )
-    args = argparse.Namespace(agent="ppo", game="tank")
     won = [True] * 30 + [False] * 90
     rounds = SimpleNamespace(won_rounds=won, rounds=120, win_rate_last_100=0.1234, ticks=5000, perfect_at=(12.345, 678))
-    summary = summarize(args, server, 61.26, rounds, {}, ["sitting"])
+    summary = summarize("ppo", "tank", server, 61.26, rounds, {}, ["sitting"])
     assert summary["agent"] == "ppo" and (summary["generation"], summary["policy_version"]) == (2, 17)
     counts = ("updates", "gradient_steps", "transitions", "transitions_trained")
     assert [summary[k] for k in counts] == [5, 40, 900, 800]
@@ -70,10 +68,10 @@ def test_summarize_a_tank_and_a_reach_run() -> None:
     assert summary["win_rate_last_100"] == 0.123 and summary["win_rate_first_100"] == 0.3
     assert summary["win_rate_100_after"] == {"seconds": 12.35, "steps": 678}
     few = SimpleNamespace(won_rounds=[True] * 5, rounds=5, win_rate_last_100=1.0, ticks=50, perfect_at=None)
-    summary = summarize(args, server, 1.0, few, {}, ["sitting"])
+    summary = summarize("ppo", "tank", server, 1.0, few, {}, ["sitting"])
     assert summary["win_rate_first_100"] is None and summary["win_rate_100_after"] is None
     games = {0: SimpleNamespace(finished=[0.0] * 100), 1: SimpleNamespace(finished=[2.0] * 50)}
-    reach = summarize(argparse.Namespace(agent="td3", game="reach"), server, 1.0, None, games, [])
+    reach = summarize("td3", "reach", server, 1.0, None, games, [])
     assert (reach["episodes"], reach["mean_return_first_100"], reach["mean_return_last_100"]) == (150, 0.0, 1.0)
     assert "rounds" not in reach
 

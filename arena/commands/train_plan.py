@@ -1,0 +1,195 @@
+"""``arena train``'s plan: every flag checked once, into one frozen record the run reads.
+
+:meth:`TrainPlan.from_flags` is the only reader of the parsed flags. It refuses a bad combination
+before anything starts (one line, exit 2), decides what the command line leaves open (the bots'
+layout, the match count, the budget, the league) and plans the server. The run
+(:mod:`arena.commands.train_run`) then reads the plan, never the flags, and the bots get a
+picklable :class:`~arena.bots.spec.LearningBotSpec` made from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..bots.spec import LearningBotSpec
+from ..defaults import ROYALE_MATCHES, ROYALE_TURNS_PER_S, TANK_MATCHES, Layout, choose_layout
+from .options import LEAGUE, SCRIPTED_NAMES
+from .server_plan import ServerPlan, TankShape
+
+if TYPE_CHECKING:
+    from ..league import LeagueSpec
+
+__all__ = ["TrainPlan", "member_name"]
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """One ``arena train`` run, decided."""
+
+    game: str
+    opponents: tuple[str, ...]
+    """The learning bots' opponents: the league's extra members, or the fixed mix (no Tank Royale share)."""
+    royale_share: tuple[str, ...]
+    """``royale:PATH`` bots that are the league's Tank Royale share (a learning bot of their own)."""
+    league: LeagueSpec | None
+    layout: Layout
+    matches: int
+    minutes: float | None
+    rounds: int | None
+    steps: int | None
+    ticks_per_round: int
+    seed: int
+    out: Path
+    out_existed: bool
+    """Whether ``--out`` existed before the run (a refused port then leaves no new empty directory)."""
+    resume: bool
+    eval_rounds: int
+    report: bool
+    json: bool
+    tensorboard: bool
+    royale_matches: int
+    royale_turns_per_s: float
+    server: ServerPlan
+    flags: Mapping[str, Any]
+    """The command line as parsed, for the record (TensorBoard's config); the run reads the fields above."""
+
+    @property
+    def tank(self) -> bool:
+        return self.game == "tank"
+
+    @property
+    def agent(self) -> str:
+        return self.server.agent
+
+    @property
+    def n_bots(self) -> int:
+        return self.layout.workers or self.layout.bots
+
+    @classmethod
+    def from_flags(cls, flags: argparse.Namespace) -> TrainPlan:
+        """The plan of ``arena train``'s parsed ``flags`` (read, never written).
+
+        Raises:
+            ValueError, FileNotFoundError: a flag or a combination the run cannot use (one line for the user).
+        """
+        from ..games.reach import ACT_DIM as REACH_ACT
+        from ..games.reach import OBS_DIM as REACH_OBS
+        from ..games.tank.engine import ACT_DIM, OBS_DIM
+        from ..games.tank.rewards import TANK_REWARD
+
+        tank = flags.game == "tank"
+        if not tank and (flags.opponent or flags.rounds or flags.workers or flags.league_option):
+            raise ValueError("--opponent, --league-option, --rounds and --workers apply to --game tank only")
+        if flags.eval_rounds < 0:
+            raise ValueError(f"--eval-rounds must be >= 0, got {flags.eval_rounds}")
+        opponents = flags.opponent or [LEAGUE]
+        royale = [o for o in opponents if o.startswith("royale:")]
+        # With the league, Tank Royale bots are its share of a learning bot of their own (their pace is
+        # the bots'); without it they are fixed opponents of the learning bots' own matches.
+        royale_share = royale if LEAGUE in opponents else []
+        opponents = [o for o in opponents if o not in royale_share]
+        if flags.workers and royale and not royale_share:
+            raise ValueError("royale:PATH opponents play with --bots (threads of this process), not --workers")
+        if (flags.royale_matches is not None or flags.royale_turns_per_s is not None) and not royale_share:
+            raise ValueError(
+                "--royale-matches and --royale-turns-per-s apply to Tank Royale bots in the league "
+                "(--opponent league --opponent royale:PATH)"
+            )
+        _check_royale_bots(royale)
+        layout = choose_layout(flags.workers, flags.bots, threads_only=bool(royale and not royale_share) or not tank)
+        league = _league(flags, opponents, layout) if tank else None
+        matches = flags.matches or (TANK_MATCHES if tank else 16)
+        minutes = flags.minutes
+        if minutes is None and flags.rounds is None and flags.steps is None:
+            minutes = 5.0 if tank else 1.0
+        # PPO's rollout is sized by the agents (matches x bots), its entropy bonus by the league.
+        shape = TankShape(matches * (layout.workers or layout.bots), LEAGUE in opponents) if tank else None
+        sizes = (OBS_DIM, ACT_DIM) if tank else (REACH_OBS, REACH_ACT)
+        return cls(
+            game=flags.game,
+            opponents=tuple(opponents),
+            royale_share=tuple(royale_share),
+            league=league,
+            layout=layout,
+            matches=matches,
+            minutes=minutes,
+            rounds=flags.rounds,
+            steps=flags.steps,
+            ticks_per_round=flags.ticks_per_round,
+            seed=flags.seed,
+            out=flags.out,
+            out_existed=flags.out.exists(),
+            resume=flags.resume,
+            eval_rounds=flags.eval_rounds,
+            report=not flags.no_report,
+            json=flags.json,
+            tensorboard=flags.tensorboard,
+            royale_matches=flags.royale_matches or ROYALE_MATCHES,
+            royale_turns_per_s=flags.royale_turns_per_s or ROYALE_TURNS_PER_S,
+            # reach bots send scalar rewards: the server owns no shaping of its own
+            server=ServerPlan.from_flags(flags, sizes, TANK_REWARD if tank else None, shape),
+            flags=dict(vars(flags)),
+        )
+
+    def bot_spec(self, url: str) -> LearningBotSpec:
+        """The learning bots' spec (bot ``i`` of the run plays ``bot_spec(url).nth(i)``)."""
+        return LearningBotSpec(
+            url, self.opponents, self.matches, self.ticks_per_round, self.server.server.token, self.seed, "tank",
+            self.league,
+        )  # fmt: skip
+
+    def royale_share_spec(self, url: str) -> LearningBotSpec:
+        """The learning bot of the league's Tank Royale share: ``royale_matches`` matches against each bot, paced."""
+        share = self.royale_matches
+        return LearningBotSpec(
+            url, self.royale_share, share * len(self.royale_share), self.ticks_per_round, self.server.server.token,
+            self.seed + 1, "royale", royale_matches=share, turns_per_s=self.royale_turns_per_s,
+        )  # fmt: skip
+
+    def describe(self) -> str:
+        """What the run trains against, for its first line."""
+        if not self.tank:
+            return "on 'reach'"
+        what = f"vs the league ({self.league.describe()})" if self.league is not None else f"vs {', '.join(self.opponents)}"
+        if self.royale_share:
+            names = ", ".join(map(member_name, self.royale_share))
+            what += (
+                f" + its Tank Royale share ({names}: {self.royale_matches} match(es) each at "
+                f"{self.royale_turns_per_s:g} turns/s, 1 worker process)"
+            )
+        return what
+
+
+def member_name(opponent: str) -> str:
+    """A league member's name in tables: ``royale:PATH`` as ``royale:NAME`` (the bot directory's name)."""
+    return f"royale:{Path(opponent.removeprefix('royale:')).name}" if opponent.startswith("royale:") else opponent
+
+
+def _check_royale_bots(kinds: list[str]) -> None:
+    """Each ``royale:PATH`` names a Tank Royale bot directory (else one line and exit 2, before anything starts)."""
+    from ..royale.booter import find_bot
+
+    for kind in kinds:
+        try:
+            find_bot(Path(kind.removeprefix("royale:")))
+        except (FileNotFoundError, ValueError) as exc:
+            raise ValueError(f"--opponent {kind}: {exc}") from None
+
+
+def _league(flags: argparse.Namespace, opponents: list[str], layout: Layout) -> LeagueSpec | None:
+    """The league's spec for ``--opponent league``, else None with the policy files checked."""
+    from ..league.commands import check_policy_file, league_spec
+
+    files = [o for o in opponents if o not in (LEAGUE, *SCRIPTED_NAMES) and not o.startswith("royale:")]
+    if LEAGUE not in opponents:
+        if flags.league_option:
+            raise ValueError("--league-option applies to the league (--opponent league, the default)")
+        for file in files:
+            check_policy_file(file)
+        return None
+    directory = flags.out / "league"
+    return league_spec(files, flags.league_option, directory, flags.resume, exclusive=(layout.workers or layout.bots) == 1)
