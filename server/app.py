@@ -38,6 +38,7 @@ from agents import Agent
 from bot_protocol import SUBPROTOCOL, CloseCode, Error, ErrorCode, encode
 
 from .admission import Admission
+from .assembler import SegmentBuilder
 from .bot_connection import BotConnection, BotRules, Decision
 from .config import ServerConfig, TrainerConfig, url_host
 from .credit import queue_bounds, withheld_credit
@@ -55,7 +56,7 @@ from .rewards import RewardFunction
 from .session import BotSession
 from .stats import DEFAULT_RATE_WINDOW, BotStats, RateWindow, ServerStats
 from .thread import ServerThread
-from .trainer import Trainer
+from .trainer import Trainer, TrainerHooks
 from .transition_queue import Arrival, TransitionQueue
 from .weights import WeightsSnapshot
 
@@ -116,18 +117,15 @@ class TrainingServer:
         self.limits = self.rules.limits
         bounds = queue_bounds(cfg, agent, self.obs_dim, self.act_dim)
         self.queue = TransitionQueue(bounds.max_bytes, on_dropped=self._count_queue_drop, credit_steps=bounds.credit_steps)
-        self.trainer = Trainer(
-            agent,
-            self.queue,
-            self.metrics,
-            trainer_config or TrainerConfig(),
+        hooks = TrainerHooks(
             publish=self._publish_threadsafe,
             on_drained=self._drained_threadsafe,
             update_hook=update_hook,
-            segment_steps=cfg.segment_steps,
             on_fatal=self._fatal_threadsafe,
-            reward=reward,
-            group=group,
+        )
+        segments = SegmentBuilder(cfg.segment_steps, reward)
+        self.trainer = Trainer(
+            agent, self.queue, self.metrics, trainer_config or TrainerConfig(), hooks, segments, group=group
         )
         self.failed: BaseException | None = None
         """Set when the trainer gave up (crashes beyond its restart quota): the owner should close."""
@@ -280,9 +278,13 @@ class TrainingServer:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
 
+        def settle() -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
         def wake(_: object) -> None:
             with contextlib.suppress(RuntimeError):  # the waiting loop closed meanwhile: nobody to wake
-                loop.call_soon_threadsafe(lambda: waiter.done() or waiter.set_result(None))
+                loop.call_soon_threadsafe(settle)
 
         self._failed_future.add_done_callback(wake)  # runs at once when the trainer already gave up
         await waiter

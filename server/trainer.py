@@ -11,57 +11,65 @@ loop only through the ``publish`` callback, which the server wires to ``loop.cal
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from agents import Agent, CheckpointStore, Segment, SegmentEnd, segment_return
-from agents.distributed import GradientAverager
 from bot_protocol import PolicyId
 
 from .assembler import SegmentBuilder
 from .config import TrainerConfig
-from .distributed import LearnerGroup, RankLost
+from .coordinator import Coordinator, RankCoordinator, stopped_by_another_rank
+from .distributed import LearnerGroup
 from .metrics import Metrics
-from .rewards import RewardFunction
+from .recovery import Recovery
 from .run_state import CODE_VERSION, RecentValues, capture_rng, config_hash, copy_state, restore_rng
 from .transition_queue import TransitionQueue
 from .weights import WeightsSnapshot, make_snapshot
 
-__all__ = ["Trainer", "copy_state"]
+__all__ = ["Trainer", "TrainerHooks", "copy_state"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainerHooks:
+    """Where the trainer's news goes; each is called on the trainer thread."""
+
+    publish: Callable[[WeightsSnapshot], None] = lambda snapshot: None
+    """Each new snapshot; must hand it to the event loop thread-safely."""
+    on_drained: Callable[[], None] = lambda: None
+    """After each drain (the server returns withheld credit)."""
+    update_hook: Callable[[dict[str, float]], None] | None = None
+    """Each update's metrics (the CLI logs them)."""
+    on_fatal: Callable[[BaseException], None] = lambda exc: None
+    """The trainer gave up (a crash beyond the restart quota): the server shuts down, its command exits non-zero."""
 
 
 class Trainer:
     """Runs ``agent`` on segments from ``queue`` and publishes each new policy version.
 
     Args:
-        publish: called on the trainer thread with each new snapshot; must hand it to the loop thread-safely.
-        on_drained: called after each drain (the server returns withheld credit).
-        update_hook: called with each update's metrics (the CLI logs them); runs on the trainer thread.
-        on_fatal: called on the trainer thread when it gives up (a crash beyond the restart
-            quota); the server then shuts down and its command exits non-zero.
-        reward: the run's reward function for terms-mode sessions (the game's; see
-            :mod:`server.rewards`). None: scalar-reward sessions only.
+        hooks: where snapshots, drains, metrics and a fatal error go (:class:`TrainerHooks`).
+        segments: assembles the queue's arrivals into segments (its segment length, and the run's reward
+            function for terms-mode sessions: the game's, see :mod:`server.rewards`); default: 256-step
+            segments of scalar-reward sessions.
         clock: seconds, for the checkpoint schedule and the restart quota (tests pass one they
             advance by hand; the heartbeat the server's watchdog reads stays on ``time.monotonic``).
-        group: the learner ranks this trainer is one of (``arena serve --distributed``; see
-            :mod:`server.distributed`): gradients are averaged over them, updates and checkpoints
-            agreed with them, and rank 0's starting state shared; no restart within the rank.
+        group: the learner ranks this trainer is one of (``arena serve --distributed``): its
+            :class:`~server.coordinator.RankCoordinator` averages gradients, agrees on updates and
+            checkpoints, and shares rank 0's starting state; alone, a :class:`~server.coordinator.Coordinator`
+            that decides nothing.
 
-    Supervision (ML-Agents' pattern): an exception inside :meth:`step` restarts the trainer
-    from the newest valid checkpoint (or the last good state in memory) with a new
-    generation, at most once per ``restart_interval`` and ``max_restarts`` times in all;
-    ingress keeps running meanwhile. Numerical guard: an update whose every gradient step
-    was skipped as non-finite publishes nothing; ``rollback_after_skips`` of those in a row
-    roll the agent back to its last good state.
+    Crashes and non-finite updates are :class:`~server.recovery.Recovery`'s (restart from a checkpoint,
+    roll back to the last good state).
     """
 
     def __init__(
@@ -70,36 +78,21 @@ class Trainer:
         queue: TransitionQueue,
         metrics: Metrics,
         config: TrainerConfig,
-        publish: Callable[[WeightsSnapshot], None] = lambda s: None,
-        on_drained: Callable[[], None] = lambda: None,
-        update_hook: Callable[[dict[str, float]], None] | None = None,
-        segment_steps: int = 256,
-        on_fatal: Callable[[BaseException], None] = lambda exc: None,
-        reward: RewardFunction | None = None,
+        hooks: TrainerHooks | None = None,
+        segments: SegmentBuilder | None = None,
         clock: Callable[[], float] = time.monotonic,
         group: LearnerGroup | None = None,
     ) -> None:
         self.agent = agent
-        self._clock = clock
-        self.group = group
-        self.gradient_sync: GradientAverager | None = None
-        if group is not None:
-            distribute = getattr(agent, "distribute", None)
-            if distribute is None:
-                raise ValueError(f"distributed learners train PPO (synchronous updates of one size); not {agent.name}")
-            self.gradient_sync = GradientAverager()
-            distribute(self.gradient_sync)
-        self.builder = SegmentBuilder(segment_steps, reward)
+        self.clock = clock
+        self.coordinator = Coordinator() if group is None else RankCoordinator(group)
+        self.coordinator.attach(agent)
+        self.builder = segments or SegmentBuilder(256, None)
         self.queue = queue
         self.metrics = metrics
         self.config = config
-        self._publish = publish
-        self._on_drained = on_drained
-        self._update_hook = update_hook
-        self._on_fatal = on_fatal
-        self.restarts = 0
-        self._last_restart = -math.inf
-        self._skipped_in_a_row = 0
+        self.hooks = hooks or TrainerHooks()
+        self.recovery = Recovery(self)
         self.generation = 0
         self.version = 0
         self.updates = 0
@@ -116,7 +109,7 @@ class Trainer:
         self._lag_stats: tuple[int, int, int, int] | None = None
         """(count, sum, min, max) of the policy lag of segments kept since the last update: running
         figures, not a list, so a trainer that waits long for a rollout holds nothing per segment."""
-        self._last_checkpoint = self._clock()
+        self._last_checkpoint = self.clock()
         self._first_update_at: float | None = None
         """When this run's first update ended: the first checkpoint is due ``first_checkpoint_after`` later."""
         self._checkpoint_requested = False
@@ -136,10 +129,9 @@ class Trainer:
         """The checkpoint ``--resume`` loaded (None: fresh, or no valid checkpoint was found)."""
         if config.resume:
             self.restore()
-        if group is not None:
-            self._start_like_rank_0(group)
+        self.coordinator.start(self)
         self.snapshot = self._make_snapshot()
-        self._last_good = self._good_state()
+        self.recovery.remember_good_state()
         if self.store is not None and config.resume:
             # Make the new generation durable before any weights of it are published, so a
             # crash now can never lead a later resume to hand out this generation again.
@@ -159,6 +151,11 @@ class Trainer:
         return PolicyId(self.generation, self.version)
 
     @property
+    def restarts(self) -> int:
+        """Restarts after crashes so far."""
+        return self.recovery.restarts
+
+    @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
@@ -176,11 +173,11 @@ class Trainer:
     def _run(self) -> None:
         threads = self.config.torch_threads or max(1, len(os.sched_getaffinity(0)) - 1)  # the CPUs we may use
         torch.set_num_threads(threads)  # leave a core to the event loop (GIL stalls show up as loop lag)
-        while self.group is not None or not self._stop.is_set():
+        while self.coordinator.keeps_looping(self._stop.is_set()):
             if self._group_stopping:
                 if not self._stop.is_set():  # another rank stopped: this one cannot train alone
-                    self.error = RankLost("another learner rank stopped, so this one stops too")
-                    self._on_fatal(self.error)
+                    self.error = stopped_by_another_rank()
+                    self.hooks.on_fatal(self.error)
                 return
             try:
                 if not self.step():
@@ -188,19 +185,14 @@ class Trainer:
                 elif not self._updated and self.config.drain_interval and not len(self.queue):
                     self._stop.wait(self.config.drain_interval)  # drained it dry: let arrivals pile up
             except Exception as exc:
-                if self._restart(exc):
+                if self.recovery.restart(exc):
                     continue
-                if self.group is not None:
-                    # No final checkpoint: the crash may have come between two of an update's gradient
-                    # steps, and the group restarts from rank 0's last periodic one.
-                    self.error = self.group.explain(exc)
-                    logger.error("%s", self.error, exc_info=None if isinstance(self.error, RankLost) else exc)
-                else:
-                    self.error = exc
-                    logger.exception("trainer crashed beyond its restart quota; stopping the server")
-                    if self.store is not None and self._state_is_finite():
-                        self.save_checkpoint()  # ML-Agents: a final checkpoint whenever the state is still valid
-                self._on_fatal(self.error)
+                self.error = self.coordinator.explain(exc)
+                logger.error("trainer crashed beyond its restart quota; stopping the server: %s", self.error,
+                             exc_info=exc if self.error is exc else None)  # fmt: skip
+                if self.coordinator.final_checkpoint_on_crash and self.store is not None and self.recovery.state_is_finite():
+                    self.save_checkpoint()  # ML-Agents: a final checkpoint whenever the state is still valid
+                self.hooks.on_fatal(self.error)
                 return
 
     def stop(self, timeout: float = 30.0, checkpoint: bool = True) -> None:
@@ -214,72 +206,24 @@ class Trainer:
         if checkpoint and self.store is not None and self.error is None:
             self.save_checkpoint()
 
-    # ── supervision and rollback ─────────────────────────────────────────────
+    # ── what recovery needs of the trainer ───────────────────────────────────
 
-    def _restart(self, exc: Exception) -> bool:
-        """Recover from a crash inside :meth:`step` if the quota allows; False to give up."""
-        now = self._clock()
-        cfg = self.config
-        if self.group is not None:
-            return False  # one rank rolling back alone would train another policy: torchrun restarts the group
-        if self.restarts >= cfg.max_restarts or now - self._last_restart < cfg.restart_interval:
-            return False
-        self.restarts += 1
-        self._last_restart = now
-        self.metrics.inc("trainer_restarts")
-        logger.error("trainer crashed (restart %d of %d): %r", self.restarts, cfg.max_restarts, exc, exc_info=exc)
+    def drop_lost_steps(self) -> None:
+        """After a crash: steps the failed update had taken out of the agent are gone; count them,
+        so the accounting stays exact. What the agent still holds is kept."""
         with self.handover_lock:
-            # Steps the failed update had taken out of the agent are gone: count them, so the
-            # accounting stays exact. What the agent still holds is kept.
             lost = self.held_steps - self.agent.pending_steps
             if lost > 0:
                 self.metrics.inc("transitions_dropped", lost, reason="trainer_restart")
             self.held_steps = self.agent.pending_steps
-        found = self.store.load_latest() if self.store is not None else None
-        if found is not None:
-            state, path = found
-            logger.info("restarting from %s", path.name)
-            self._roll_back("restart", (state["agent"], int(state["version"])))
-        else:
-            self._roll_back("restart")
-        self._publish_new_generation()
-        return True
 
-    def _roll_back(self, why: str, target: tuple[dict[str, Any], int] | None = None) -> None:
-        """Restore ``target`` (default: the last good state kept in memory) under a new generation.
-
-        The agent keeps the data it holds (a replay buffer survives); only the learner's
-        networks, optimizers and counters go back.
-        """
-        state, version = target if target is not None else self._last_good
-        self.agent.rollback(copy_state(state))
-        highest = self.store.highest_generation() if self.store is not None else self.generation
-        self.generation = max(self.generation, highest) + 1
-        self.version = version
-        self.metrics.inc("rollbacks", reason=why)
-        logger.warning("rolled back to version %d (%s); now generation %d", version, why, self.generation)
-
-    def _publish_new_generation(self) -> None:
+    def publish_new_generation(self) -> None:
+        """Publish the (restored) policy under its new generation, durable first when checkpoints are kept."""
         self.snapshot = self._make_snapshot()
         self.metrics.set("policy_version", self.version)
         if self.store is not None:
             self.save_checkpoint()  # durable before bots see it, as after a resume
-        self._publish(self.snapshot)
-
-    def _good_state(self) -> tuple[dict[str, Any], int]:
-        """The agent's state (without any data buffer) and its version: the rollback target."""
-        state = {k: v for k, v in self.agent.state_dict().items() if k != "replay"}
-        return copy_state(state), self.version
-
-    def _state_is_finite(self) -> bool:
-        def finite(value: Any) -> bool:
-            if isinstance(value, torch.Tensor):
-                return not value.is_floating_point() or bool(torch.isfinite(value).all())
-            if isinstance(value, dict):
-                return all(finite(v) for v in value.values())
-            return True
-
-        return finite({k: v for k, v in self.agent.state_dict().items() if k != "replay"})
+        self.hooks.publish(self.snapshot)
 
     # ── one unit of work ─────────────────────────────────────────────────────
 
@@ -300,23 +244,20 @@ class Trainer:
                     for left in (a.bot for a in arrivals if a.batch is None):
                         self._forget_bot(left)
             if arrivals:
-                self._on_drained()
-        ready = self._ready_for_update()
-        agreed_due = None
-        if self.group is not None:  # the ranks' one collective a step: update, checkpoint and stop together
-            agreed = self.group.agree(ready, self._checkpoint_due(), self._stop.is_set())
-            ready, agreed_due, self._group_stopping = agreed.update, agreed.checkpoint, agreed.stop
-        did_update = ready and self._run_update()
+                self.hooks.on_drained()
+        agreed = self.coordinator.agree(self._ready_for_update(), self._checkpoint_due(), self._stop.is_set())
+        self._group_stopping = agreed.stop
+        did_update = agreed.update and self._run_update()
         self._updated = did_update
         if did_update and self._first_update_at is None:
-            self._first_update_at = self._clock()
-        if self._checkpoint_due() if agreed_due is None else agreed_due:
+            self._first_update_at = self.clock()
+        if self.coordinator.checkpoint(agreed, self._checkpoint_due):
             self._checkpoint_requested = False
             if self.store is not None:
                 self.save_checkpoint()
             else:
-                self._last_checkpoint = self._clock()
-            if self._state_is_finite():
+                self._last_checkpoint = self.clock()
+            if self.recovery.state_is_finite():
                 self.remember_good_state()
         self.metrics.set("trainer_pending_steps", self.held_steps)
         return bool(arrivals) or did_update
@@ -324,7 +265,7 @@ class Trainer:
     def _checkpoint_due(self) -> bool:
         """Every ``checkpoint_interval`` s; the first one already ``first_checkpoint_after`` s after the first update;
         at once after :meth:`request_checkpoint`."""
-        now = self._clock()
+        now = self.clock()
         if self._checkpoint_requested or now - self._last_checkpoint >= self.config.checkpoint_interval:
             return True
         first = self._first_update_at
@@ -419,7 +360,7 @@ class Trainer:
         """One update and its publish, if the agent holds enough data; False if it does not (or no longer
         does once stale data was discarded). :meth:`step` calls it after each drain; a learner group's
         ranks update only from :meth:`step`, where they agree on it first."""
-        assert self.group is None, "a rank updates only when every rank does: call step()"
+        assert self.coordinator.updates_alone, "a rank updates only when every rank does: call step()"
         return self._ready_for_update() and self._run_update()
 
     def _ready_for_update(self) -> bool:
@@ -438,7 +379,7 @@ class Trainer:
 
     def _run_update(self) -> bool:
         """The update itself, its bookkeeping and its publish (the agent is ready)."""
-        sync_before = self.gradient_sync.seconds if self.gradient_sync is not None else 0.0
+        sync_before = self.coordinator.sync_seconds()
         start = time.perf_counter()
         stats = self.agent.update()
         elapsed = time.perf_counter() - start
@@ -464,58 +405,32 @@ class Trainer:
             stats["rollout/ep_rew_mean"] = self.episode_returns.mean()
             self.metrics.set("ep_rew_mean", stats["rollout/ep_rew_mean"])
         stats["time/update_seconds"] = elapsed
-        if self.gradient_sync is not None:
-            # What averaging the gradients over the ranks cost this update (a rank waiting on a slower one included).
-            stats["distributed/allreduce_seconds"] = self.gradient_sync.seconds - sync_before
+        self.coordinator.add_update_stats(stats, sync_before)
         applied = stats.get("train/applied_steps", 1.0)
         if applied == 0 and stats.get("train/skipped_steps", 0.0) > 0:
             # Every step was non-finite: the weights did not move; publish nothing. Repeated,
             # it means the agent's state itself went bad: roll back to the last good one.
-            self._skipped_in_a_row += 1
-            self.metrics.inc("nan_skips")
-            logger.warning("update skipped: every gradient step was non-finite (%d in a row)", self._skipped_in_a_row)
-            if self._skipped_in_a_row >= self.config.rollback_after_skips:
-                self._skipped_in_a_row = 0
-                self._roll_back("nonfinite")
-                self._publish_new_generation()
+            self.recovery.update_skipped()
         elif self.updates % self.config.publish_every == 0:
-            self._skipped_in_a_row = 0
+            self.recovery.update_applied()
             self.version += 1
             self.metrics.set("policy_version", self.version)
             self.republish()
         stats["server/policy_version"] = float(self.version)
         stats["updates"] = float(self.updates)
         self.last_metrics = stats
-        if self._update_hook is not None:
-            self._update_hook(stats)
+        if self.hooks.update_hook is not None:
+            self.hooks.update_hook(stats)
         return True
-
-    def _start_like_rank_0(self, group: LearnerGroup) -> None:
-        """Every rank starts from rank 0's state (fresh or just resumed): weights, optimizer, policy id.
-
-        The data buffers stay each rank's own (a PPO agent holds none at start).
-        """
-        mine = None
-        if group.is_leader:
-            agent_state = {k: v for k, v in self.agent.state_dict().items() if k != "replay"}
-            mine = {"agent": agent_state, "generation": self.generation, "version": self.version,
-                    "updates": self.updates, "steps_trained": self.steps_trained}  # fmt: skip
-        shared = group.share(mine)
-        if not group.is_leader:
-            self.agent.load_state_dict(shared["agent"])
-            self.generation, self.version = int(shared["generation"]), int(shared["version"])
-            self.updates, self.steps_trained = int(shared["updates"]), int(shared["steps_trained"])
-        logger.info("rank %d of %d starts at generation %d, version %d", group.rank, group.world_size,
-                    self.generation, self.version)  # fmt: skip
 
     def republish(self) -> None:
         """Snapshot the networks under the current ``(generation, version)`` and publish them to every bot."""
         self.snapshot = self._make_snapshot()
-        self._publish(self.snapshot)
+        self.hooks.publish(self.snapshot)
 
     def remember_good_state(self) -> None:
         """Take the current state as the target of the next rollback (a checkpoint does this too)."""
-        self._last_good = self._good_state()
+        self.recovery.remember_good_state()
 
     def _make_snapshot(self) -> WeightsSnapshot:
         arch, tensors = self.agent.export_actor()
@@ -542,7 +457,7 @@ class Trainer:
     def save_checkpoint(self) -> None:
         """Write a checkpoint; a disk error is logged and counted, and training goes on."""
         assert self.store is not None
-        self._last_checkpoint = self._clock()
+        self._last_checkpoint = self.clock()
         try:
             path = self.store.save(self.state_dict(), self.policy_id)
         except OSError as exc:

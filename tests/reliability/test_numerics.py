@@ -17,7 +17,7 @@ import torch
 from agents import Segment, SegmentEnd, TD3Agent, make_agent
 from server import TrainerConfig
 from server.metrics import Metrics
-from server.trainer import Trainer
+from server.trainer import Trainer, TrainerHooks
 from server.transition_queue import TransitionQueue
 
 from ..conftest import running_server, timeout
@@ -51,7 +51,7 @@ def _agents() -> dict[str, Any]:
 
 
 def _trainer(agent: Any, published: list[Any], **config: Any) -> Trainer:
-    return Trainer(agent, TransitionQueue(1 << 20), Metrics(), TrainerConfig(**config), publish=published.append)
+    return Trainer(agent, TransitionQueue(1 << 20), Metrics(), TrainerConfig(**config), TrainerHooks(publish=published.append))
 
 
 def _online(agent: Any) -> list[torch.Tensor]:
