@@ -6,7 +6,11 @@ name (Tank Royale's "base filename" convention). Directories of Python bots with
 are run as ``python Name.py``. The bot gets ``SERVER_URL`` and ``SERVER_SECRET`` in its
 environment (read by every official bot API) and ``BOT_BOOTED=true``, runs with the bot
 directory as its working directory (where the Python API looks for ``Name.json``), and its
-output goes to a log file that is shown when it fails to connect.
+output (stdout and stderr together) goes to a log file: ``Name-<pid>-<time>.log`` in a
+directory of the caller's, or a name the caller gives (``arena match --royale-logs DIR``
+keeps ``DIR/Name.log``). :meth:`BootedBot.log_summary` reads it back for error messages: its
+last lines, and the Python tracebacks in it (:func:`read_log`) (an official API catches what a bot's code
+raises, prints the traceback and plays on, so a traceback is often the only sign).
 
 Each bot runs in a session of its own, so stopping it also stops what its script started.
 """
@@ -19,11 +23,15 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-__all__ = ["BootedBot", "BotDirectory", "boot", "find_bot"]
+__all__ = ["BootedBot", "BotDirectory", "LogSummary", "boot", "exit_status", "find_bot", "read_log"]
+
+TRACEBACK = "Traceback (most recent call last):"
+"""The first line of every Python traceback (what ``traceback.print_exc`` writes)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,58 @@ def find_bot(directory: Path) -> BotDirectory:
     return BotDirectory(directory, config, command)
 
 
+@dataclass(frozen=True)
+class LogSummary:
+    """What a bot's log says, for an error message: its last lines and its Python tracebacks."""
+
+    tail: list[str]
+    """The log's last lines."""
+    tracebacks: int
+    """How many tracebacks it holds (lines starting a traceback)."""
+    last_traceback: list[str] = field(default_factory=list)
+    """The last traceback: its first line, then its last lines (the exception's type and message last)."""
+
+
+def exit_status(code: int) -> str:
+    """``exited with code 1``, or ``was killed by SIGKILL`` for a negative code (Popen's signal number)."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def read_log(path: Path, lines: int = 15) -> LogSummary:
+    """A log's last ``lines`` non-blank lines and its Python tracebacks, read in one pass (a log may be long).
+
+    A traceback runs from its ``Traceback (most recent call last):`` line to the first line after
+    it that is not indented (the exception's type and message); the last one is kept, cut to its
+    first line and its last ``lines - 1``. A missing or unreadable log reads as empty.
+    """
+    tail: deque[str] = deque(maxlen=lines)
+    count = 0
+    current: tuple[str, deque[str]] | None = None  # the traceback being read, until its exception line
+    last: tuple[str, deque[str]] | None = None
+    try:
+        with path.open(encoding="utf-8", errors="replace") as log:
+            for raw in log:
+                line = raw.rstrip("\r\n")
+                if line.startswith(TRACEBACK):
+                    count += 1
+                    current = (line, deque(maxlen=max(lines - 1, 1)))
+                elif current is not None:
+                    current[1].append(line)
+                    if line and not line[0].isspace():  # the exception line ends the traceback
+                        last, current = current, None
+                if line.strip():
+                    tail.append(line)
+    except OSError:
+        pass
+    last = current or last  # a traceback cut off by the end of the log counts too
+    return LogSummary(list(tail), count, [last[0], *last[1]] if last else [])
+
+
 @dataclass
 class BootedBot:
     """A bot process started by :func:`boot`."""
@@ -86,10 +146,21 @@ class BootedBot:
     process: subprocess.Popen[bytes]
     log_path: Path
     _log: IO[bytes]
+    log_kept: bool = False
+    """The log stays after the game (a name was given): error messages then say where it is."""
+    exit_code: int | None = None
+    """Set by :meth:`stop`: the exit code (negative: the signal), None if it could not be ended."""
+    signalled: bool = False
+    """Set by :meth:`stop`: it had to be signalled to end (its exit code is then ours, not the bot's)."""
 
     @property
     def running(self) -> bool:
         return self.process.poll() is None
+
+    @property
+    def log_note(self) -> str:
+        """`` (full log: PATH)`` when the log is kept, else nothing: for error messages."""
+        return f" (full log: {self.log_path})" if self.log_kept else ""
 
     def cpu_seconds(self) -> float | None:
         """CPU time the bot's process used so far (Linux ``/proc``; None elsewhere or once it is gone)."""
@@ -101,21 +172,30 @@ class BootedBot:
 
     def log_tail(self, lines: int = 15) -> str:
         """The last lines the bot printed (for error messages)."""
-        try:
-            self._log.flush()
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.strip().splitlines()[-lines:])
+        return "\n".join(self.log_summary(lines).tail)
+
+    def log_report(self, lines: int = 15) -> str:
+        """``--- NAME log (full log: PATH):`` and its last lines, or what became of its process: for error messages."""
+        head = f"\n--- {self.bot.base_name} log{self.log_note}"
+        code = self.process.poll()
+        if code is not None:
+            head += f" (it {exit_status(code)})"
+        return f"{head}:\n{self.log_tail(lines)}"
+
+    def log_summary(self, lines: int = 15) -> LogSummary:
+        """Its log's last lines and tracebacks (:func:`read_log`)."""
+        return read_log(self.log_path, lines)
 
     def stop(self, grace: float = 5.0) -> int | None:
         """Give the bot ``grace`` seconds to exit by itself, then end it, as Tank Royale's booter stops bots.
 
         SIGTERM goes to the bot's whole session (a start script and the program it started),
-        then SIGKILL after another ``grace``. Returns the exit code (negative: the signal).
+        then SIGKILL after another ``grace``. Returns the exit code (negative: the signal), also
+        kept in :attr:`exit_code` (and :attr:`signalled` says whether it was ours).
         """
         try:
-            return self._end(grace)
+            self.exit_code = self._end(grace)
+            return self.exit_code
         finally:
             self._log.close()
 
@@ -125,6 +205,7 @@ class BootedBot:
         except subprocess.TimeoutExpired:
             pass
         for sig in (signal.SIGTERM, signal.SIGKILL):
+            self.signalled = True
             try:
                 os.killpg(self.process.pid, sig)
             except (ProcessLookupError, PermissionError):
@@ -140,15 +221,26 @@ class BootedBot:
 
 
 def boot(
-    bot: BotDirectory, server_url: str, secret: str | None, log_dir: Path, extra_env: dict[str, str] | None = None
+    bot: BotDirectory,
+    server_url: str,
+    secret: str | None,
+    log_dir: Path,
+    extra_env: dict[str, str] | None = None,
+    log_name: str | None = None,
 ) -> BootedBot:
-    """Start ``bot`` against ``server_url`` with ``secret``; its output goes to ``log_dir/NAME-<time>.log``.
+    """Start ``bot`` against ``server_url`` with ``secret``; its output goes to ``log_dir/NAME-<pid>-<time>.log``.
+
+    With ``log_name`` the log is ``log_dir/log_name`` instead (replaced if it exists), and it is
+    kept: error messages then say where it is (``BootedBot.log_kept``).
 
     ``PATH`` starts with this interpreter's directory, so a start script's ``python3`` is the
     Python running the arena (the one with the bot API installed).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{bot.base_name}-{os.getpid()}-{time.monotonic_ns()}.log"
+    if log_name is not None:
+        log_path = log_dir / log_name
+    else:
+        log_path = log_dir / f"{bot.base_name}-{os.getpid()}-{time.monotonic_ns()}.log"
     env = dict(os.environ)
     env.update(_bot_info_env(bot.config))
     env.update(extra_env or {})
@@ -172,7 +264,7 @@ def boot(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    return BootedBot(bot, process, log_path, log)
+    return BootedBot(bot, process, log_path, log, log_kept=log_name is not None)
 
 
 _INFO_ENV = {

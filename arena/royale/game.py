@@ -12,9 +12,21 @@ Call order, once per turn (``arena.royale.match`` and ``arena.royale.train`` do 
 2. :meth:`after_step` turns the step's :class:`~arena.games.tank.engine.StepEvents` into one
    ``tick-event-for-bot`` per seat (plus ``round-ended``/``game-ended`` where a round or a
    game ended) and marks the seats that now owe an intent;
-3. the caller resets ended rounds and sends :meth:`round_started`;
-4. intents arrive (:meth:`intent`) until every seat answered or the turn timeout; seats still
-   owing one get :meth:`skipped` (a ``skipped-turn-event``; their last intent stays in force).
+3. intents arrive (:meth:`intent`) until every seat answered or the turn timeout; seats still
+   owing one get :meth:`skipped` (a ``skipped-turn-event``; their last intent stays in force);
+4. the caller resets ended rounds and sends :meth:`round_started` (the match runner does so
+   after step 3, so that a round's last turn is waited for like any other: see below).
+
+A round's end, as Tank Royale's server does it (``GameServer.onNextTurn``/``onNextTick``,
+``ModelUpdater.update``): the turn that ends a round sends each bot its last tick (the dying
+bot's with its death, the winner's with its ``WonRoundEvent``), then ``round-ended`` to every
+bot, then, after the game's last round, ``game-ended``, all in that turn. The next round is
+*not* started in that turn: Tank Royale goes on to its next turn as usual, which comes when
+every bot still alive has answered its last tick or at the turn timeout, and only that turn
+starts the new round (``round-started`` and the new round's first tick together). So a bot
+still alive at the round's end owes an intent for its last tick here too; not answering it is
+no skipped turn (Tank Royale checks no skipped turns at a round's first turn). After the
+game's last round nothing more is waited for.
 
 Turns: the tick event of turn ``n`` shows the state after ``n`` steps of the round (the
 battle's ``tick``), and the first step of a round runs without intents, as Tank Royale's turn 1.
@@ -57,10 +69,15 @@ class Seat:
     intent: IntentState = field(default_factory=IntentState)
     owes: int = 0
     """Turn number of the tick sent that the bot has not answered yet (0: none)."""
+    last_turn: bool = False
+    """The turn it owes ended its round: the next round waits for its answer (or the turn timeout), but
+    an answer that does not come is no skipped turn (Tank Royale's round end; see the module docstring)."""
     skipped: int = 0
     """Turns this bot skipped (no intent before the timeout), all rounds."""
     connected: bool = True
     """False once the bot left: its tank stays in the game without intent (Tank Royale's ``onBotLeft``)."""
+    left_at: tuple[int, int] | None = None
+    """``(round, turn)`` when its bot left the game (None: it stayed)."""
 
 
 class RoyaleGame:
@@ -113,7 +130,7 @@ class RoyaleGame:
         self.finished = np.zeros(M, bool)
         """Matches whose game is over (all rounds played)."""
         self.pending = 0
-        """Seats that owe an intent for the last tick."""
+        """Seats that owe an intent for the last tick (a round's last tick included, see ``Seat.last_turn``)."""
         self.ended = np.zeros(M, bool)
         """Matches whose round ended in the last step (reset those not ``finished``, then :meth:`round_started`)."""
         self._stepped = np.ones(M, bool)
@@ -155,9 +172,10 @@ class RoyaleGame:
             for i in self._by_match[m]:
                 seat = self.seats[i]
                 seat.intent.clear()
-                if seat.owes:
+                if seat.owes:  # an unanswered last turn of the round before: dropped, no skipped turn
                     seat.owes = 0
                     self.pending -= 1
+                seat.last_turn = False
                 if seat.connected:
                     out.append((i, schema.round_started(int(b.round[m]))))
         return out
@@ -170,27 +188,48 @@ class RoyaleGame:
         s.intent.merge(delta)
         if s.owes:
             s.owes = 0
+            s.last_turn = False
             self.pending -= 1
         return self.pending == 0
 
     def skipped(self) -> list[tuple[int, str]]:
-        """The turn timed out: a ``skipped-turn-event`` for each seat still owing its intent (its last one stays)."""
+        """The turn timed out: a ``skipped-turn-event`` for each seat still owing its intent (its last one stays).
+
+        A seat owing its round's last turn is only let off (Tank Royale sends no skipped turn for it).
+        """
         out = []
         for i, s in enumerate(self.seats):
             if s.owes:
-                s.skipped += 1
-                out.append((i, schema.skipped_turn(s.owes)))
+                if not s.last_turn:
+                    s.skipped += 1
+                    out.append((i, schema.skipped_turn(s.owes)))
                 s.owes = 0
+                s.last_turn = False
         self.pending = 0
         return out
+
+    def owes_last_turn(self) -> bool:
+        """Whether some seat still owes the answer to its round's last tick."""
+        return any(s.owes and s.last_turn for s in self.seats)
+
+    def drop_last_turn(self) -> None:
+        """Stop waiting for answers to rounds' last ticks (no skipped turn for them, as in Tank Royale)."""
+        for s in self.seats:
+            if s.owes and s.last_turn:
+                s.owes = 0
+                s.last_turn = False
+                self.pending -= 1
 
     def left(self, seat: int) -> None:
         """The seat's bot disconnected: its tank plays on with no intent and is not waited for."""
         s = self.seats[seat]
+        if s.connected:
+            s.left_at = (int(self.battle.round[s.match]), int(self.battle.tick[s.match]))
         s.connected = False
         s.intent.clear()
         if s.owes:
             s.owes = 0
+            s.last_turn = False
             self.pending -= 1
 
     def fill(self, actions: NDArray[np.floating[Any]]) -> None:
@@ -239,8 +278,10 @@ class RoyaleGame:
         """Messages for the seats after ``battle.step``: tick events, then round-ended / game-ended.
 
         A seat gets the tick while its tank was alive at the start of the step (so a bot sees
-        its own death); it then owes an intent unless its round ended. Afterwards
-        ``round_over & ~finished`` are the matches to reset (then :meth:`round_started`).
+        its own death); it then owes an intent while its tank is alive, for a round's last tick
+        too (``Seat.last_turn``: Tank Royale starts the next round a turn later), but not after
+        the game's last round. Afterwards ``ended & ~finished`` are the matches to reset (then
+        :meth:`round_started`), best after the turn's wait.
         """
         b = self.battle
         if events is None:
@@ -304,8 +345,9 @@ class RoyaleGame:
         ranks = self._ranks(m)
         for i in self._by_match[m]:
             s = self.seats[i]
-            if s.owes:  # an unanswered turn of a round that is over no longer counts
+            if s.owes and (game_over or not s.last_turn):  # an unanswered earlier turn no longer counts
                 s.owes = 0
+                s.last_turn = False
                 self.pending -= 1
             if not s.connected:
                 continue
@@ -405,6 +447,7 @@ class RoyaleGame:
         for m in matches:
             turn = int(b.tick[m])
             over = bool(b.round_over[m])
+            game_over = over and self.rounds is not None and int(b.round[m]) >= self.rounds
             bullets = self._bullet_states(m)
             for i in self._by_match[m]:
                 s = self.seats[i]
@@ -437,10 +480,11 @@ class RoyaleGame:
                     "events": private.get((m, t), []) + public.get(m, []),
                 }
                 out.append((i, schema.dumps(tick)))
-                if not over and alive[m][t]:
+                if alive[m][t] and not game_over:  # a round's last tick too (Tank Royale: see the module docstring)
                     if not s.owes:  # (a seat still owing the last turn is counted once)
                         self.pending += 1
                     s.owes = turn
+                    s.last_turn = over
         return out
 
     def _bullet_states(self, m: int) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -27,12 +28,21 @@ from numpy.typing import NDArray
 
 from ..bots.play import Controller, MatchObserver
 from ..games.tank.engine import ACT_DIM, TankBattle, TankRules
-from .booter import BootedBot, find_bot
+from .booter import BootedBot, exit_status, find_bot
 from .game import RoyaleGame
-from .seats import RoyaleBotSpec, SeatedBots, boot_seats, game_setup, join_bots, stop_bots
+from .seats import RoyaleBotSpec, RoyaleMatchError, SeatedBots, boot_seats, game_setup, join_bots, stop_bots
 from .server import CLOSE_NORMAL, BotConnection, RoyaleServer, RoyaleServerConfig
 
-__all__ = ["MatchTally", "RoyaleGameRunner", "play_royale_match", "royale_rules", "run_royale_match"]
+__all__ = [
+    "MatchTally",
+    "RoyaleGameRunner",
+    "bot_failures",
+    "failure_message",
+    "log_file_names",
+    "play_royale_match",
+    "royale_rules",
+    "run_royale_match",
+]
 
 
 def royale_rules(max_ticks: int = 2000) -> TankRules:
@@ -122,21 +132,25 @@ class RoyaleGameRunner:
                 tally.turns += 1
                 if self.observer is not None:
                     self.observer.ticked(battle, actions)
-                bots.send(game.after_step(info.events))
+                bots.send(game.after_step(info.events))  # ticks; round-ended (and game-ended) where a round ended
                 ended = game.ended
                 if ended.any():
                     self._count(ended)
-                    restart = ended & ~game.finished
-                    if restart.any():
-                        battle.reset(restart)
-                        for player in self.local.values():
-                            player.reset(restart)
-                        if self.observer is not None:
-                            self.observer.round_started(battle, restart)
-                        bots.send(game.round_started(restart))
                     if self.progress is not None:
                         self.progress(tally.rounds)
+                # A round's last turn is waited for like any other: Tank Royale starts the next round
+                # one turn later, once every bot still alive answered its last tick (or at the turn
+                # timeout), which gives the bot APIs time to hand out that tick's won-round and death
+                # events and round-ended before round-started resets them (game.py's docstring).
                 await bots.wait_turn(self.turn_timeout)
+                restart = ended & ~game.finished
+                if restart.any():
+                    battle.reset(restart)
+                    for player in self.local.values():
+                        player.reset(restart)
+                    if self.observer is not None:
+                        self.observer.round_started(battle, restart)
+                    bots.send(game.round_started(restart))
             tally.seconds = time.perf_counter() - started
             tally.cpu_seconds = time.process_time() - cpu
         except BaseException:
@@ -183,10 +197,17 @@ def play_royale_match(
     seats in the order they connect (a bot whose handshake name equals a seat's name gets
     that seat). ``n_matches`` > 1 plays that many games side by side (a bot process each),
     ``rounds`` rounds each. ``announce`` hears where the server waits (hand-started bots);
-    ``bot_env`` is added to the booted bots' environment; ``log_dir`` keeps their output.
+    ``bot_env`` is added to the booted bots' environment; ``log_dir`` keeps their output, one
+    log per booted bot named after its seat (``NAME.log``; ``NAME.gameK.log`` with several games),
+    replacing older ones of the same name (without it the logs go to a temporary directory).
 
     Returns play_match's result (``rounds``, ``bots``: name, wins, mean score, mean energy
-    left) plus ``royale``: turns, seconds, turns/s of the game loop, and skipped turns per bot.
+    left) plus ``royale``: turns, seconds, turns/s of the game loop, skipped turns per bot, and
+    ``failures``: the booted bots that failed during the game, each a dict (see
+    :func:`bot_failures`). A booted bot whose process dies mid-game does not stop it: the game
+    treats it as a bot that left (its tank stays, without intent, as in Tank Royale) and it is
+    reported here, as is a bot whose code raised (its log holds a Python traceback; the official
+    APIs print it and play on) and one that exited with an error after the game.
 
     Raises:
         RoyaleMatchError: bots did not connect or get ready in time (with their log's tail).
@@ -240,7 +261,8 @@ async def run_royale_match(
                 by_secret: dict[str, int] = {}
                 if boot_bots:
                     paths = [bots[t].directory() for _, t, _ in seats]
-                    by_secret = boot_seats(server, paths, log_dir or Path(tmp), booted, bot_env)
+                    log_names = None if log_dir is None else log_file_names(seats, n_matches)
+                    by_secret = boot_seats(server, paths, log_dir or Path(tmp), booted, bot_env, log_names)
                 elif announce is not None:
                     wanted = ", ".join(name for _, _, name in seats)
                     announce(f"waiting for {len(seats)} Tank Royale bot(s) ({wanted}) on {server.url}")
@@ -249,7 +271,11 @@ async def run_royale_match(
                 runner = RoyaleGameRunner(
                     game, connections, local, config.turn_timeout, config.ready_timeout, observer, progress
                 )
-                tally = await runner.run()
+                try:
+                    tally = await runner.run()
+                except RoyaleMatchError as exc:  # no bot-ready in time: what became of those bots, and their logs
+                    late = [b for b, conn in zip(booted, connections, strict=False) if not conn.ready.is_set()]
+                    raise RoyaleMatchError(str(exc) + "".join(b.log_report() for b in late), exc.bots) from None
                 bot_cpu: dict[str, float] = {}
                 for b in booted:  # summed per bot (several games boot a bot several times)
                     bot_cpu[b.bot.base_name] = bot_cpu.get(b.bot.base_name, 0.0) + (b.cpu_seconds() or 0.0)
@@ -258,6 +284,7 @@ async def run_royale_match(
             finally:
                 await server.close()
                 await asyncio.to_thread(stop_bots, booted)
+        failures = bot_failures(booted, game, n_matches)  # read before a temporary log directory goes
     assert tally.wins is not None and tally.score_sum is not None and tally.energy_sum is not None
     played = max(tally.rounds, 1)
     skipped: dict[str, int] = {}
@@ -282,5 +309,82 @@ async def run_royale_match(
             "skipped_turns": skipped,
             "server_cpu_ms_per_turn": round(1000 * tally.cpu_seconds / max(tally.game_turns, 1), 3),
             "bot_cpu_s": {name: round(cpu, 2) for name, cpu in bot_cpu.items()},
+            "failures": failures,
         },
     }
+
+
+# --- booted bots that failed --------------------------------------------------------------------
+
+
+def log_file_names(seats: Sequence[tuple[int, int, str]], n_matches: int) -> list[str]:
+    """A kept log's file name per seat: the seat's name (``NAME.log``; ``NAME.gameK.log`` with several games), unique."""
+    out: list[str] = []
+    for m, _, name in seats:
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "bot"
+        if n_matches > 1:
+            stem += f".game{m + 1}"
+        file, k = f"{stem}.log", 1
+        while file in out:
+            k += 1
+            file = f"{stem}-{k}.log"
+        out.append(file)
+    return out
+
+
+def bot_failures(booted: Sequence[BootedBot], game: RoyaleGame, n_matches: int = 1, lines: int = 15) -> list[dict[str, Any]]:
+    """The booted bots that failed, after they were stopped: each seat's process by its exit and its log.
+
+    A bot failed when it left the game before the end (its process died, exited, or closed its
+    connection), when its process exited by itself with an error (a code other than 0, or a
+    signal not ours), or when its log holds a Python traceback (its code raised; an official API
+    prints that and plays on). Each failure is a dict: ``bot`` (the seat's name), ``game`` (with
+    several games), ``error`` (one line: who, what, when, where the full log is), ``exit_code``
+    (None while its process ran until we stopped it), ``round`` and ``turn`` when it left (else
+    None), ``tracebacks`` (how many its log holds), ``log`` (the kept log's path, else None),
+    ``log_lines`` and ``log_excerpt``, what those lines are: ``"tail"``, the last lines of its
+    log, or, for a bot that raised and played on, ``"traceback"``, its last traceback.
+    :func:`failure_message` words one for the user.
+    """
+    if not booted:  # bots started by hand: nothing of theirs to read
+        return []
+    failures = []
+    for b, seat in zip(booted, game.seats, strict=True):
+        code = b.exit_code if not b.signalled else None  # a code of the bot's own, not our signal's
+        summary = b.log_summary(lines)
+        if seat.left_at is None and not code and not summary.tracebacks:
+            continue
+        name = seat.name if n_matches == 1 else f"{seat.name} (game {seat.match + 1})"
+        if seat.left_at is not None:
+            when = "in round {} at turn {}".format(*seat.left_at)
+            what = f"{exit_status(code)} mid-game, {when}" if code is not None else f"closed its connection {when}"
+        elif code:
+            what = exit_status(code)
+        else:
+            n = summary.tracebacks
+            what = f"raised {'an exception' if n == 1 else f'{n} exceptions'} during the game and played on"
+        excerpt = "traceback" if seat.left_at is None and not code else "tail"
+        failures.append(
+            {
+                "bot": seat.name,
+                **({"game": seat.match + 1} if n_matches > 1 else {}),
+                "error": f"Tank Royale bot {name} {what}{b.log_note}",
+                "exit_code": code,
+                "round": None if seat.left_at is None else seat.left_at[0],
+                "turn": None if seat.left_at is None else seat.left_at[1],
+                "tracebacks": summary.tracebacks,
+                "log": str(b.log_path) if b.log_kept else None,
+                "log_lines": summary.last_traceback if excerpt == "traceback" else summary.tail,
+                "log_excerpt": excerpt,
+            }
+        )
+    return failures
+
+
+def failure_message(failure: dict[str, Any]) -> str:
+    """A failure of :func:`bot_failures` for the user: its one-line error, then the lines of its log, indented."""
+    lines = failure["log_lines"]
+    if not lines:
+        return f"{failure['error']}; its log is empty"
+    what = "its last traceback" if failure["log_excerpt"] == "traceback" else "the last lines of its log"
+    return f"{failure['error']}; {what}:\n" + "\n".join(f"    {line}" for line in lines)

@@ -27,7 +27,7 @@ from typing import ClassVar
 
 from ..games.tank.engine import TankRules
 from . import schema
-from .booter import BootedBot, boot, find_bot
+from .booter import BootedBot, boot, exit_status, find_bot
 from .game import ENDLESS_ROUNDS, RoyaleGame
 from .schema import BotIntent, GameSetup
 from .server import CLOSE_POLICY, BotConnection, RoyaleServer, RoyaleServerConfig
@@ -44,6 +44,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+ROUND_END_TIMEOUT = 0.03
+"""Seconds the answers to a round's last tick are waited for when turns are unbounded (``turn_timeout``
+None): Tank Royale's standard turn timeout, the bound of that wait in Tank Royale."""
 
 
 class RoyaleMatchError(ValueError):
@@ -110,20 +114,26 @@ def boot_seats(
     log_dir: Path,
     booted: list[BootedBot],
     env: dict[str, str] | None = None,
+    log_names: Sequence[str] | None = None,
 ) -> dict[str, int]:
     """Boot one process of bot directory ``bots[i]`` for seat ``i``; returns the seats by secret, for :func:`join_bots`.
 
     Each process gets a secret of its own, which the server is told to accept: a bot's handshake
     then says which seat is its (processes of one directory look alike otherwise), and no other
     bot gets in. Started bots go onto ``booted`` one by one, so that when one fails to start the
-    caller still stops those started before it.
+    caller still stops those started before it. ``log_names[i]`` names seat ``i``'s log in
+    ``log_dir`` (a kept log, see :func:`~arena.royale.booter.boot`); without it each log gets a
+    unique name of its own.
     """
+    if log_names is not None and len(log_names) != len(bots):
+        raise ValueError(f"{len(bots)} bots but {len(log_names)} log names")
     by_secret: dict[str, int] = {}
     for seat, path in enumerate(bots):
         secret = secrets.token_urlsafe(16)
         server.allow(secret)
         by_secret[secret] = seat
-        booted.append(boot(find_bot(path), server.url, secret, log_dir, env))
+        name = None if log_names is None else log_names[seat]
+        booted.append(boot(find_bot(path), server.url, secret, log_dir, env, name))
     return by_secret
 
 
@@ -141,15 +151,15 @@ async def join_bots(
         left = deadline - time.monotonic()
         if left <= 0:
             missing = [seats[i][2] for i, c in enumerate(connections) if c is None]
-            tails = "".join(f"\n--- {b.bot.base_name} log:\n{b.log_tail()}" for b in booted)
+            tails = "".join(b.log_report() for b in booted)
             raise RoyaleMatchError(
                 f"Tank Royale bot(s) not connected within {timeout:g} s: {', '.join(missing)}{tails}", missing
             )
         for b in booted:
             if not b.running:
                 raise RoyaleMatchError(
-                    f"Tank Royale bot {b.bot.base_name} exited with code {b.process.returncode} before joining; "
-                    f"its output:\n{b.log_tail()}",
+                    f"Tank Royale bot {b.bot.base_name} {exit_status(b.process.returncode)} before joining"
+                    f"{b.log_note}; its output:\n{b.log_tail()}",
                     [b.bot.base_name],
                 )
         try:
@@ -268,9 +278,17 @@ class SeatedBots:
             raise RoyaleMatchError(f"no bot-ready within {timeout:g} s from: {', '.join(late)}", late) from None
 
     async def wait_turn(self, timeout: float | None) -> None:
-        """The end of a turn: wait until every seat sent a tick has answered, or ``timeout`` s; the rest skip it."""
+        """The end of a turn: wait until every seat sent a tick has answered, or ``timeout`` s; the rest skip it.
+
+        A round's last tick is waited for too (the next round starts after it, as in Tank Royale);
+        with unbounded turns (``timeout`` None) that wait still ends after ``ROUND_END_TIMEOUT``,
+        since an official bot API stops its bot at ``round-ended`` and mostly never answers it.
+        """
         game = self.game
         assert game is not None, "no game is bound"
+        if timeout is None and game.owes_last_turn():
+            await self.gate.wait(game.pending, ROUND_END_TIMEOUT)
+            game.drop_last_turn()
         await self.gate.wait(game.pending, timeout)
         if game.pending:
             self.send(game.skipped())

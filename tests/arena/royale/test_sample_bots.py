@@ -3,8 +3,9 @@
 Corners, Crazy, Fire, RamFire, TrackFire and VelocityBot each play one short round against
 ``sitting`` through ``arena match --json`` (the command's entry point, in this process). A
 sitting target never moves or fires, so what each bot does shows in the figures: every one of
-them deals damage in those 300 turns, and the two that close in on their target (RamFire rams
-it, TrackFire keeps its gun on it) kill it. A turn timeout of a second keeps a
+them deals damage in those 300 turns, and RamFire, which rams its target, kills it. (TrackFire, which
+keeps its gun on it, usually kills it too, but not always on a loaded machine: an official-API bot
+acts on the newest tick it has read, so its aim lags when its process is starved.) A turn timeout of a second keeps a
 loaded machine from skipping their turns, so a skipped turn means a bot stopped answering.
 """
 
@@ -26,7 +27,7 @@ pytestmark = [
     pytest.mark.expensive,
 ]
 
-SAMPLES = {"Corners": 0, "Crazy": 0, "Fire": 0, "RamFire": 1, "TrackFire": 1, "VelocityBot": 0}
+SAMPLES = {"Corners": 0, "Crazy": 0, "Fire": 0, "RamFire": 1, "TrackFire": 0, "VelocityBot": 0}
 """Each sample bot and the rounds (of 1) it surely wins against ``sitting`` within 300 turns."""
 
 
