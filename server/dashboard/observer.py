@@ -22,11 +22,11 @@ within ``send_timeout`` seconds is aborted.
 This module is the observer server and its lifecycle: the listener, the timer, one sender
 per observer. The rest is one job a module, and re-exported here:
 
-- :mod:`server.dashboard_config`: :class:`DashboardConfig` and :class:`DashboardHost`;
-- :mod:`server.dashboard_feed`: the sample history, update rows, bot table and newest frame,
+- :mod:`server.dashboard.config`: :class:`DashboardConfig` and :class:`DashboardHost`;
+- :mod:`server.dashboard.feed`: the sample history, update rows, bot table and newest frame,
   and the observer protocol's messages (``arena.observe.v1``, :data:`SUBPROTOCOL`; its wire
   format is described there);
-- :mod:`server.dashboard_http`: the page and its assets (:func:`static_asset`), ``/healthz``,
+- :mod:`server.dashboard.http_gate`: the page and its assets (:func:`static_asset`), ``/healthz``,
   and the auth, ``Host``, admission, origin and capacity checks before an upgrade.
 
 Anything an observer sends closes its connection with 1008 (policy violation).
@@ -47,15 +47,15 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 
-from .config import is_loopback, url_host
-from .dashboard_config import DashboardConfig, DashboardHost
-from .dashboard_feed import SUBPROTOCOL, Cursors, ObserverFeed
-from .dashboard_http import OBSERVE_PATH, DashboardHttp, static_asset
-from .http_common import peer_address, tls_context
+from ..config import is_loopback, url_host
+from ..http_common import peer_address, tls_context
+from .config import DashboardConfig, DashboardHost
+from .feed import SUBPROTOCOL, Cursors, ObserverFeed
+from .http_gate import OBSERVE_PATH, DashboardHttp, static_asset
 
 __all__ = ["OBSERVE_PATH", "SUBPROTOCOL", "Dashboard", "DashboardConfig", "DashboardHost", "static_asset"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("server.dashboard")  # the name it had as one module: logging configs keep working
 
 
 class _Observer:
@@ -128,7 +128,7 @@ class Dashboard:
             ssl=tls_context(self.server.config.tls_cert, self.server.config.tls_key),  # the bot port's certificate
             # websockets logs every plain HTTP answer ("connection rejected (200 OK)") at INFO:
             # under a name of their own, an entry point can quiet page loads without losing ours.
-            logger=logging.getLogger(f"{__name__}.http"),
+            logger=logging.getLogger("server.dashboard.http"),
         )
         self._take_sample()  # a new observer gets a first point at once
         self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="dashboard-ticker")

@@ -3,7 +3,7 @@ the newest match frame, and each as the JSON text message that carries it.
 
 Why apart from the observer server (:mod:`server.dashboard`): this is the read model and the
 wire format, with no socket in it. It turns one :class:`~server.stats.ServerStats` snapshot
-(taken through :class:`~server.dashboard_config.DashboardHost`) into one chart point, and
+(taken through :class:`~server.dashboard.config.DashboardHost`) into one chart point, and
 encodes a message once per cursor pair (stats) or per frame and variant (frames), however
 many observers want it; the server decides *when* to sample and whom to send what.
 
@@ -12,7 +12,7 @@ Threads: :meth:`ObserverFeed.publish_stats` (one append under a lock) and
 thread; everything else runs on the event loop.
 
 Observer protocol (``arena.observe.v1``, JSON text frames, server → browser only; what
-``server/static/dashboard.js`` reads):
+``server/dashboard/static/dashboard.js`` reads):
 
 - ``{"type": "hello", "protocol", "agent", "push_interval", "frame_fps", "history"}`` once;
 - ``{"type": "stats", "t", "samples": [...], "updates": [...], "bots": [...], "health": {...}}``
@@ -38,8 +38,8 @@ from typing import Any, NamedTuple
 
 from websockets.typing import Subprotocol
 
-from .dashboard_config import DashboardConfig, DashboardHost
-from .stats import BotRates, ServerStats
+from ..stats import BotRates, ServerStats
+from .config import DashboardConfig, DashboardHost
 
 __all__ = ["SUBPROTOCOL", "Cursors", "Frame", "ObserverFeed"]
 

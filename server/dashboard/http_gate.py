@@ -21,9 +21,9 @@ import urllib.parse
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
-from .config import is_loopback
-from .dashboard_config import DashboardHost
-from .http_common import bearer_matches, json_body, page_response, peer_address, secret_matches
+from ..config import is_loopback
+from ..http_common import bearer_matches, json_body, page_response, peer_address, secret_matches
+from .config import DashboardHost
 
 __all__ = ["OBSERVE_PATH", "DashboardHttp", "static_asset"]
 
@@ -36,7 +36,7 @@ _STATIC: dict[str, tuple[str, str]] = {
     "/match.js": ("match.js", "text/javascript; charset=utf-8"),
     "/dashboard.css": ("dashboard.css", "text/css; charset=utf-8"),
 }
-"""URL path → (file in ``server/static``, content type). ``/`` needs the token; the rest is public code."""
+"""URL path → (file in ``server/dashboard/static``, content type). ``/`` needs the token; the rest is public code."""
 
 _PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -142,10 +142,10 @@ def static_asset(name: str) -> bytes:
     """One of the page's files by name, e.g. ``match.js`` (``drawFrame``, which ``arena replay`` reuses)."""
     if name not in {file for file, _ in _STATIC.values()}:
         raise KeyError(f"no dashboard asset named {name!r}")
-    return (importlib.resources.files("server") / "static" / name).read_bytes()
+    return (importlib.resources.files("server.dashboard") / "static" / name).read_bytes()
 
 
 def _load_static() -> dict[str, bytes]:
     """The page's files, read once (a few KiB): serving them never touches the disk."""
-    folder = importlib.resources.files("server") / "static"
+    folder = importlib.resources.files("server.dashboard") / "static"
     return {name: (folder / name).read_bytes() for name, _ in _STATIC.values()}

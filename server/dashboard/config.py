@@ -1,7 +1,7 @@
 """What a dashboard is built from: its own settings, and the narrow view of the server it shows.
 
 Why a module of its own: the observer server (:mod:`server.dashboard`), the read model it
-streams (:mod:`server.dashboard_feed`) and its HTTP gate (:mod:`server.dashboard_http`) all
+streams (:mod:`server.dashboard.feed`) and its HTTP gate (:mod:`server.dashboard.http_gate`) all
 take these two. Kept apart from all three, and free of I/O, none of them has to import
 another just for its types, and the settings can be read without the websocket machinery.
 """
@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from .admission import Admission
-from .config import ServerConfig, listen_problems
-from .metrics import Metrics
-from .stats import DEFAULT_RATE_WINDOW, ServerStats
+from ..admission import Admission
+from ..config import ServerConfig, listen_problems
+from ..metrics import Metrics
+from ..stats import DEFAULT_RATE_WINDOW, ServerStats
 
 __all__ = ["DashboardConfig", "DashboardHost"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from server.dashboard_config import DashboardConfig
+from server.dashboard.config import DashboardConfig
 
 
 @pytest.mark.parametrize(
