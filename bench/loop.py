@@ -60,7 +60,7 @@ What is measured
 3. **Hot-swap latency**: 64 idle :class:`BotClient` bots on one loop in the sender
    process. This process publishes new versions exactly as ``Trainer.update`` does
    (bump ``version``, ``Trainer.republish()``), from a bench thread, every
-   ~0.25 s. ``WeightsSnapshot.published_at`` and the bots' ``ClientStats.swap_times``
+   ~0.25 s. ``PublishedWeights.published_at`` and the bots' ``ClientStats.swap_times``
    are both ``time.monotonic()`` (CLOCK_MONOTONIC: one clock for all processes on
    Linux). Latency = swap time - publish time, for every (bot, version) pair, and
    per version the time until *all* bots had it (the max over bots) and until the
@@ -926,9 +926,9 @@ def bench_hot_swap(worker: SenderWorker, settings: Settings) -> dict[str, Any]:
     published: dict[int, float] = {}
     with ServerThread(server):
         trainer = server.trainer
-        frame_bytes = len(trainer.snapshot.frame)
+        frame_bytes = len(trainer.published.frame)
         job = SwapJob(
-            server.url, settings.swap_bots, trainer.snapshot.frame, settings.swap_interval * settings.swap_publishes + 60
+            server.url, settings.swap_bots, trainer.published.frame, settings.swap_interval * settings.swap_publishes + 60
         )
         worker.begin(job)
 
@@ -938,7 +938,7 @@ def bench_hot_swap(worker: SenderWorker, settings: Settings) -> dict[str, Any]:
                 time.sleep(settings.swap_interval * rng.uniform(0.8, 1.2))
                 trainer.version += 1
                 trainer.republish()  # the latencies are read after the run, so recording it after is safe
-                published[trainer.snapshot.version] = trainer.snapshot.published_at
+                published[trainer.published.version] = trainer.published.published_at
 
         publisher = threading.Thread(target=publish_all, name="bench-publisher")
         publisher.start()

@@ -21,13 +21,14 @@ from .rewards import RewardFunction
 from .thread import ServerThread
 from .trainer import Trainer
 from .transition_queue import TransitionQueue
-from .weights import WeightsSnapshot, make_snapshot
+from .weights import PublishedWeights, published_weights
 
 __all__ = [
     "Dashboard",
     "DashboardConfig",
     "ListenError",
     "Metrics",
+    "PublishedWeights",
     "RewardFunction",
     "ServerConfig",
     "ServerThread",
@@ -35,6 +36,5 @@ __all__ = [
     "TrainerConfig",
     "TrainingServer",
     "TransitionQueue",
-    "WeightsSnapshot",
-    "make_snapshot",
+    "published_weights",
 ]

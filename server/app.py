@@ -26,6 +26,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -54,11 +55,11 @@ from .looplag import LoopLagMonitor
 from .metrics import Metrics
 from .rewards import RewardFunction
 from .session import BotSession
-from .stats import DEFAULT_RATE_WINDOW, BotStats, RateWindow, ServerStats
+from .stats import DEFAULT_RATE_WINDOW, BotStats, LoopLag, PolicyLag, RateWindow, ServerStats
 from .thread import ServerThread
 from .trainer import Trainer, TrainerHooks
 from .transition_queue import Arrival, TransitionQueue
-from .weights import WeightsSnapshot
+from .weights import PublishedWeights
 
 __all__ = ["ListenError", "ServerThread", "TrainingServer"]
 
@@ -135,8 +136,8 @@ class TrainingServer:
         self.interpreter = InterpreterTuning(cfg.gil_switch_interval)
         """Process-wide settings for the loop's latency, applied while serving (restored by :meth:`close`)."""
         self.agent_name = agent.name
-        self.current: WeightsSnapshot = self.trainer.snapshot
-        """Newest snapshot known to the event loop (the trainer's copy may be ahead by one hop)."""
+        self.current: PublishedWeights = self.trainer.published
+        """Newest weights known to the event loop (the trainer's copy may be ahead by one hop)."""
         self.sessions: dict[str, BotSession] = {}
         self.lag = LoopLagMonitor(cfg.loop_lag_interval, cfg.loop_lag_warn)
         self.rates = RateWindow(
@@ -260,8 +261,8 @@ class TrainingServer:
         with contextlib.suppress(RuntimeError):  # the loop closed during shutdown: nothing left to notify
             loop.call_soon_threadsafe(callback, *args)
 
-    def _publish_threadsafe(self, snapshot: WeightsSnapshot) -> None:
-        self._call_in_loop(self._publish, snapshot)
+    def _publish_threadsafe(self, weights: PublishedWeights) -> None:
+        self._call_in_loop(self._publish, weights)
 
     def _fatal_threadsafe(self, exc: BaseException) -> None:
         self.failed = exc
@@ -293,12 +294,12 @@ class TrainingServer:
     def _drained_threadsafe(self) -> None:
         self._call_in_loop(self._return_withheld_credit)
 
-    def _publish(self, snapshot: WeightsSnapshot) -> None:
-        if snapshot.identity <= self.current.identity:
+    def _publish(self, weights: PublishedWeights) -> None:
+        if weights.identity <= self.current.identity:
             return
-        self.current = snapshot
+        self.current = weights
         for session in self.sessions.values():
-            self.delivery.offer(session, snapshot)
+            self.delivery.offer(session, weights)
 
     def _return_withheld_credit(self) -> None:
         for session, credit in withheld_credit(self.sessions.values(), self.queue.full):
@@ -348,16 +349,48 @@ class TrainingServer:
         """Every figure the views show, read once (any thread; ``bots`` > 0 adds per-bot rows: loop thread only).
 
         ``/healthz``, ``/metrics``, the dashboard, TensorBoard rows and ``summary.json`` all read
-        this snapshot, never the parts below (see :mod:`server.stats`).
+        this reading, never the parts below (see :mod:`server.stats`). The server reads its own
+        parts; its trainer and its sessions hand theirs.
         """
-        return ServerStats.of(self, bots)
+        metrics, queue = self.metrics, self.queue
+        taken_at, (received, trained), (received_per_s, trained_per_s) = self.rates.measure(
+            lambda: (metrics.counter("transitions_received"), metrics.counter("transitions_trained"))
+        )
+        loop_lag = None
+        with contextlib.suppress(RuntimeError):  # the window changed size under us (the loop appends meanwhile)
+            loop_lag = LoopLag(**self.lag.percentiles())
+        rank = self.group.rank if self.group is not None else None
+        rows: tuple[BotStats, ...] = ()
+        if bots > 0:
+            rows = tuple(session.stats(rank) for session in itertools.islice(self.sessions.values(), bots))
+            rows += tuple(self.other_rank_bots[: max(0, bots - len(self.sessions))])
+        return ServerStats(
+            taken_at=taken_at,
+            agent=self.agent_name,
+            policy=self.current.identity,
+            connected_bots=len(self.sessions),
+            transitions_received=int(received),
+            transitions_trained=int(trained),
+            dropped=MappingProxyType({k: int(v) for k, v in metrics.by_label("transitions_dropped", "reason").items()}),
+            queue_arrivals=len(queue),
+            queue_steps=queue.steps,
+            queue_bytes=queue.nbytes,
+            received_per_s=received_per_s,
+            trained_per_s=trained_per_s,
+            loop_lag=loop_lag,
+            policy_lag=PolicyLag(*(metrics.gauge("policy_lag", stat=s) for s in ("min", "avg", "max"))),
+            bots=rows,
+            rank=rank,
+            world_size=self.group.world_size if self.group is not None else None,
+            **self.trainer.reading(taken_at),
+        )
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """(healthy, the ``/healthz`` body): healthy while the trainer runs and has not given up."""
         return self.stats().health()
 
     def _refresh_gauges(self, stats: ServerStats) -> None:
-        """The gauges only a scrape needs, set from the snapshot just before rendering."""
+        """The gauges only a scrape needs, set from the reading just before rendering."""
         m = self.metrics
         m.set("connected_bots", stats.connected_bots)
         m.set("queue_bytes", stats.queue_bytes)
@@ -371,7 +404,7 @@ class TrainingServer:
                 m.set("loop_lag_seconds", value, stat=stat)
 
     def render_metrics(self) -> str:
-        """The ``/metrics`` text: every counter and gauge, the snapshot's gauges refreshed first."""
+        """The ``/metrics`` text: every counter and gauge, the reading's gauges refreshed first."""
         self._refresh_gauges(self.stats())
         return self.metrics.render()
 

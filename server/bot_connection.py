@@ -60,7 +60,7 @@ from .credit import session_limits
 from .metrics import Metrics
 from .session import BotSession
 from .transition_queue import Arrival, TransitionQueue
-from .weights import WeightsSnapshot
+from .weights import PublishedWeights
 
 __all__ = ["NO_REWARD_FUNCTION", "BotConnection", "BotRules", "Close", "Decision"]
 
@@ -200,7 +200,7 @@ class BotConnection:
 
     # ── the handshake ────────────────────────────────────────────────────────
 
-    def receive_hello(self, frame: bytes | str, current: WeightsSnapshot, agent: str) -> Decision:
+    def receive_hello(self, frame: bytes | str, current: PublishedWeights, agent: str) -> Decision:
         """The connection's first frame: a welcome (and :attr:`session` set) or a refusal and its close.
 
         ``current`` is the policy the welcome carries; ``agent`` names the learner in it.

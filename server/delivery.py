@@ -1,9 +1,9 @@
 """Weights delivery on the event loop: latest wins per bot, bounded writes per turn, stalled readers aborted.
 
-A publish offers the new snapshot to every bot's :class:`~server.weights.WeightsSlot`
+A publish offers the new weights to every bot's :class:`~server.weights.WeightsSlot`
 (:meth:`WeightsDelivery.offer`); a bot with something pending has one sender task, which
 exists only while it has work (an idle connection costs no task, docs/reliability.md L4),
-sends the newest pending snapshot until none is left, and ends. Two things make a large
+sends the newest pending weights until none is left, and ends. Two things make a large
 ``weights`` frame safe to send to many bots at once:
 
 - **a write gate**: a publish wakes every sender in one loop turn, and ``send`` hands a
@@ -26,7 +26,7 @@ from websockets.exceptions import ConnectionClosed
 
 from .metrics import Metrics
 from .session import BotSession
-from .weights import WeightsSnapshot
+from .weights import PublishedWeights
 
 __all__ = ["LARGE_FRAME_BYTES", "WEIGHTS_WRITES_PER_TURN", "WeightsDelivery", "unsent_bytes"]
 
@@ -51,9 +51,9 @@ class WeightsDelivery:
         self._write_gate: asyncio.Semaphore | None = None
         """Created on the loop at the first large weights frame (see :meth:`start_send`)."""
 
-    def offer(self, session: BotSession, snapshot: WeightsSnapshot) -> None:
-        """Queue ``snapshot`` for one bot (latest wins); start its sender task unless one runs."""
-        if session.slot.offer(snapshot) and session.sender is None:
+    def offer(self, session: BotSession, weights: PublishedWeights) -> None:
+        """Queue ``weights`` for one bot (latest wins); start its sender task unless one runs."""
+        if session.slot.offer(weights) and session.sender is None:
             session.sender = asyncio.get_running_loop().create_task(self._sender(session))
 
     @staticmethod
@@ -63,11 +63,11 @@ class WeightsDelivery:
             session.sender.cancel()
 
     async def _sender(self, session: BotSession) -> None:
-        """Send pending snapshots until none is left (a newer one may arrive during a send), then end."""
+        """Send pending published weights until none is left (a newer one may arrive during a send), then end."""
         try:
             with contextlib.suppress(ConnectionClosed):
-                while (snapshot := session.slot.take()) is not None:
-                    if not await self.send_with_progress(session.connection, session, snapshot.frame):
+                while (weights := session.slot.take()) is not None:
+                    if not await self.send_with_progress(session.connection, session, weights.frame):
                         return
                     self.metrics.inc("weights_sent")
         finally:

@@ -16,6 +16,7 @@ from typing import Any
 from bot_protocol import Hello, PolicyId, RewardMode, SessionSpec, TransitionBatch
 
 from .credit import CreditAccount
+from .stats import BotStats
 from .transition_queue import Arrival
 from .weights import WeightsSlot
 
@@ -69,6 +70,24 @@ class BotSession:
         self.acting_version: PolicyId | None = None
         """The policy that acted in the newest accepted batch (None before the first)."""
         self.log = _BotLogger(logger, {"bot": bot_id})
+
+    def stats(self, rank: int | None = None) -> BotStats:
+        """This bot's row of a :class:`~server.stats.ServerStats` (loop thread: the session changes there)."""
+        acting = self.acting_version
+        hello = self.hello
+        return BotStats(
+            bot_id=self.bot_id,
+            name=hello.name,
+            client=hello.client,
+            agents=hello.n_agents,
+            reward=str(hello.reward),
+            policy=acting if acting is not None else self.slot.delivered,
+            policy_is="acting" if acting is not None else "delivered",
+            steps=self.steps_accepted,
+            connected_at=self.connected_at,
+            last_frame_at=self.last_frame_at,
+            rank=rank,
+        )
 
     def arrival(self, batch: TransitionBatch | None) -> Arrival:
         """Wrap the next accepted batch (or the end of the session, ``None``) for the queue."""

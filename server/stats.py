@@ -4,16 +4,16 @@ Why one: ``/healthz``, the ``/metrics`` gauges, the dashboard, the TensorBoard r
 (``arena.outputs.tensorboard.ServerScalars``), the progress display and ``summary.json``
 (``arena.outputs.run_log``) used to read the server's parts each on their own (``sessions``,
 ``current``, the queue, the loop-lag window, the trainer's counters, two levels deep),
-with their own copies of the rate maths. Now each of them asks for one snapshot,
-:meth:`ServerStats.of` (``TrainingServer.stats()``), and shows what it needs of it; a
+with their own copies of the rate maths. Now each of them asks for one reading,
+``TrainingServer.stats()``, and shows what it needs of it; a
 figure added here reaches every view that wants it, named and computed once.
 
-Threads: a snapshot may be taken on any thread. Every figure in it is a lock-guarded
+Threads: a reading may be taken on any thread. Every figure in it is a lock-guarded
 counter or gauge, one reference or attribute read, or a ``len()``: nothing waits on the
-trainer (the snapshot never takes its hand-over lock, so the loop never stalls behind a
+trainer (the reading never takes its hand-over lock, so the loop never stalls behind a
 drain; ``TrainingServer.accounting()`` is the exact, locked read). Two exceptions: the
 loop-lag window is appended to by the loop, so read from another thread it may change
-under the reader, and :attr:`ServerStats.loop_lag` is then ``None`` for that snapshot;
+under the reader, and :attr:`ServerStats.loop_lag` is then ``None`` for that reading;
 and the per-bot rows (``bots=N``) walk the loop's ``sessions``, so ask for them on the
 loop thread only (the dashboard does).
 
@@ -26,21 +26,16 @@ progress display over 10 s. :class:`BotRates` is the dashboard's per-bot smoothi
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from bot_protocol import PolicyId
-
-if TYPE_CHECKING:  # a snapshot reads a server; app.py imports this module
-    from .app import TrainingServer
 
 __all__ = [
     "DEFAULT_RATE_WINDOW",
@@ -126,8 +121,9 @@ class BotStats:
 class ServerStats:
     """Every figure the server's views show, read at one moment (see the module docstring for threads).
 
-    Every field has a default, so a view's tests can build the snapshot they need; a real one
-    comes from :meth:`of`.
+    Every field has a default, so a view's tests can build the reading they need; a real one
+    comes from ``TrainingServer.stats()``, which reads its own parts (and its trainer's
+    :meth:`~server.trainer.Trainer.reading`, its sessions' :meth:`~server.session.BotSession.stats`).
     """
 
     taken_at: float = 0.0
@@ -200,71 +196,9 @@ class ServerStats:
             **({"rank": self.rank, "world_size": self.world_size} if self.rank is not None else {}),
         }
 
-    @classmethod
-    def of(cls, server: TrainingServer, bots: int = 0) -> ServerStats:
-        """Read ``server`` once; ``bots``: how many per-bot rows to include (loop thread only when > 0)."""
-        trainer, metrics, queue = server.trainer, server.metrics, server.queue
-        taken_at, (received, trained), (received_per_s, trained_per_s) = server.rates.measure(
-            lambda: (metrics.counter("transitions_received"), metrics.counter("transitions_trained"))
-        )
-        loop_lag = None
-        with contextlib.suppress(RuntimeError):  # the window changed size under us (the loop appends meanwhile)
-            loop_lag = LoopLag(**server.lag.percentiles())
-        return cls(
-            taken_at=taken_at,
-            agent=server.agent_name,
-            policy=server.current.identity,
-            trainer_policy=PolicyId(trainer.generation, trainer.version),
-            connected_bots=len(server.sessions),
-            updates=trainer.updates,
-            gradient_steps=trainer.gradient_steps_total,
-            update_seconds_total=trainer.update_seconds_total,
-            steps_trained=trainer.steps_trained,
-            transitions_received=int(received),
-            transitions_trained=int(trained),
-            dropped=MappingProxyType({k: int(v) for k, v in metrics.by_label("transitions_dropped", "reason").items()}),
-            queue_arrivals=len(queue),
-            queue_steps=queue.steps,
-            queue_bytes=queue.nbytes,
-            received_per_s=received_per_s,
-            trained_per_s=trained_per_s,
-            loop_lag=loop_lag,
-            policy_lag=PolicyLag(*(metrics.gauge("policy_lag", stat=s) for s in ("min", "avg", "max"))),
-            trainer_alive=trainer.alive,
-            trainer_failed=trainer.error is not None,
-            trainer_heartbeat_age=max(0.0, taken_at - trainer.heartbeat),  # it may beat after taken_at
-            last_update=MappingProxyType(trainer.last_metrics),
-            bots=_bot_rows(server, bots) + server.other_rank_bots[: max(0, bots - len(server.sessions))] if bots > 0 else (),
-            rank=server.group.rank if server.group is not None else None,
-            world_size=server.group.world_size if server.group is not None else None,
-        )
-
-
-def _bot_rows(server: TrainingServer, limit: int) -> tuple[BotStats, ...]:
-    rows = []
-    for bot_id, session in islice(server.sessions.items(), limit):
-        acting = session.acting_version
-        hello = session.hello
-        rows.append(
-            BotStats(
-                bot_id=bot_id,
-                name=hello.name,
-                client=hello.client,
-                agents=hello.n_agents,
-                reward=str(hello.reward),
-                policy=acting if acting is not None else session.slot.delivered,
-                policy_is="acting" if acting is not None else "delivered",
-                steps=session.steps_accepted,
-                connected_at=session.connected_at,
-                last_frame_at=session.last_frame_at,
-                rank=server.group.rank if server.group is not None else None,
-            )
-        )
-    return tuple(rows)
-
 
 class StatsSource(Protocol):
-    """Anything that hands out snapshots (a ``TrainingServer``): what the views depend on instead of the server."""
+    """Anything that hands out readings (a ``TrainingServer``): what the views depend on instead of the server."""
 
     def stats(self, bots: int = 0) -> ServerStats: ...
 
@@ -318,7 +252,7 @@ class RateWindow:
 class BotRates:
     """Each bot's steps/s, smoothed: an exponential moving average over about ``window`` seconds.
 
-    Fed one snapshot with per-bot rows per call (the dashboard's samples); a bot's rate moves
+    Fed one reading with per-bot rows per call (the dashboard's samples); a bot's rate moves
     toward its steps since the previous call over the time between the two.
     """
 

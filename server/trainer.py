@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -32,7 +33,7 @@ from .metrics import Metrics
 from .recovery import Recovery
 from .run_state import CODE_VERSION, RecentValues, capture_rng, config_hash, copy_state, restore_rng
 from .transition_queue import TransitionQueue
-from .weights import WeightsSnapshot, make_snapshot
+from .weights import PublishedWeights, published_weights
 
 __all__ = ["Trainer", "TrainerHooks", "copy_state"]
 
@@ -43,8 +44,8 @@ logger = logging.getLogger(__name__)
 class TrainerHooks:
     """Where the trainer's news goes; each is called on the trainer thread."""
 
-    publish: Callable[[WeightsSnapshot], None] = lambda snapshot: None
-    """Each new snapshot; must hand it to the event loop thread-safely."""
+    publish: Callable[[PublishedWeights], None] = lambda weights: None
+    """Each new weights; must hand it to the event loop thread-safely."""
     on_drained: Callable[[], None] = lambda: None
     """After each drain (the server returns withheld credit)."""
     update_hook: Callable[[dict[str, float]], None] | None = None
@@ -57,7 +58,7 @@ class Trainer:
     """Runs ``agent`` on segments from ``queue`` and publishes each new policy version.
 
     Args:
-        hooks: where snapshots, drains, metrics and a fatal error go (:class:`TrainerHooks`).
+        hooks: where published weights, drains, metrics and a fatal error go (:class:`TrainerHooks`).
         segments: assembles the queue's arrivals into segments (its segment length, and the run's reward
             function for terms-mode sessions: the game's, see :mod:`server.rewards`); default: 256-step
             segments of scalar-reward sessions.
@@ -130,7 +131,7 @@ class Trainer:
         if config.resume:
             self.restore()
         self.coordinator.start(self)
-        self.snapshot = self._make_snapshot()
+        self.published = self._published_weights()
         self.recovery.remember_good_state()
         if self.store is not None and config.resume:
             # Make the new generation durable before any weights of it are published, so a
@@ -158,6 +159,20 @@ class Trainer:
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    def reading(self, taken_at: float) -> dict[str, Any]:
+        """The trainer's fields of a :class:`~server.stats.ServerStats` read at ``taken_at`` (any thread: plain reads)."""
+        return {
+            "trainer_policy": self.policy_id,
+            "updates": self.updates,
+            "gradient_steps": self.gradient_steps_total,
+            "update_seconds_total": self.update_seconds_total,
+            "steps_trained": self.steps_trained,
+            "trainer_alive": self.alive,
+            "trainer_failed": self.error is not None,
+            "trainer_heartbeat_age": max(0.0, taken_at - self.heartbeat),  # it may beat after taken_at
+            "last_update": MappingProxyType(self.last_metrics),
+        }
 
     def cpu_seconds(self) -> float:
         """CPU time the trainer thread has used so far (0 before it starts).
@@ -219,11 +234,11 @@ class Trainer:
 
     def publish_new_generation(self) -> None:
         """Publish the (restored) policy under its new generation, durable first when checkpoints are kept."""
-        self.snapshot = self._make_snapshot()
+        self.published = self._published_weights()
         self.metrics.set("policy_version", self.version)
         if self.store is not None:
             self.save_checkpoint()  # durable before bots see it, as after a resume
-        self.hooks.publish(self.snapshot)
+        self.hooks.publish(self.published)
 
     # ── one unit of work ─────────────────────────────────────────────────────
 
@@ -425,16 +440,16 @@ class Trainer:
 
     def republish(self) -> None:
         """Snapshot the networks under the current ``(generation, version)`` and publish them to every bot."""
-        self.snapshot = self._make_snapshot()
-        self.hooks.publish(self.snapshot)
+        self.published = self._published_weights()
+        self.hooks.publish(self.published)
 
     def remember_good_state(self) -> None:
         """Take the current state as the target of the next rollback (a checkpoint does this too)."""
         self.recovery.remember_good_state()
 
-    def _make_snapshot(self) -> WeightsSnapshot:
+    def _published_weights(self) -> PublishedWeights:
         arch, tensors = self.agent.export_actor()
-        return make_snapshot(self.policy_id, arch, tensors, self.agent.explore_settings())
+        return published_weights(self.policy_id, arch, tensors, self.agent.explore_settings())
 
     # ── checkpoints ──────────────────────────────────────────────────────────
 

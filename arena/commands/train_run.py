@@ -317,7 +317,7 @@ def _match_view(dashboard: Any, agent: str, opponents: list[str]) -> Callable[[A
     """Feed match 0 of a bot thread to the dashboard's live view (one bool check per tick unless watched)."""
     if dashboard is None:
         return None
-    from ..games.tank import snapshot
+    from ..games.tank import frames
 
     header: dict[str, Any] | None = None
 
@@ -325,7 +325,7 @@ def _match_view(dashboard: Any, agent: str, opponents: list[str]) -> Callable[[A
         nonlocal header
         if dashboard.frame_wanted():
             if header is None:
-                header = snapshot.header(battle, [f"learner ({agent})", opponents[0]])
-            dashboard.publish_frame(header, snapshot.frame(battle, 0))
+                header = frames.header(battle, [f"learner ({agent})", opponents[0]])
+            dashboard.publish_frame(header, frames.frame(battle, 0))
 
     return watch

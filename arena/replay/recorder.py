@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..games.tank.engine import ACT_DIM, TankBattle, TankRules
-from ..games.tank.snapshot import frame, header
+from ..games.tank.frames import frame, header
 from .recording import BULLET_FIELDS, FORMAT, TANK_FIELDS, VERSION, Recording
 
 __all__ = ["Recorder"]

@@ -1,7 +1,7 @@
 """The recording format: one tank match, tick by tick, in memory (:class:`Recording`) and on disk.
 
 A recording holds, for every tick of every round of one arena, the frame of
-:func:`arena.games.tank.snapshot.frame` (the format the live dashboard shows) and the actions
+:func:`arena.games.tank.frames.frame` (the format the live dashboard shows) and the actions
 every tank applied that tick, plus what re-simulation needs: the seed and the rules. The
 engine is deterministic (randomness only in ``reset``, from the seed), so
 ``TankBattle(1, T, rules, seed)`` stepped with the recorded actions must give back every
@@ -15,7 +15,7 @@ so a file cannot run code) of these arrays, ``N`` frames of ``T`` tanks:
 name               dtype, shape         content
 =================  ===================  =====================================================
 ``meta``           uint8 (bytes,)       UTF-8 JSON: ``format`` = "arena-replay", ``version``,
-                                        ``header`` (:func:`~arena.games.tank.snapshot.header`),
+                                        ``header`` (:func:`~arena.games.tank.frames.header`),
                                         ``seed``, ``rules`` (every ``TankRules`` field),
                                         ``bots`` (name, spec, kind), ``result`` (the match table)
 ``round``          int32 (N,)           frame's ``round``
@@ -180,7 +180,7 @@ class Recording:
     # --- frames --------------------------------------------------------------------------------
 
     def frame(self, i: int) -> dict[str, Any]:
-        """Frame ``i``, equal (``==``) to what :func:`arena.games.tank.snapshot.frame` returned when recorded."""
+        """Frame ``i``, equal (``==``) to what :func:`arena.games.tank.frames.frame` returned when recorded."""
         start = self._bullet_start
         tanks = self.tanks[i]
         bullets = self.bullets[start[i] : start[i + 1]]

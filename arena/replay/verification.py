@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..games.tank.engine import TankBattle
-from ..games.tank.snapshot import frame
+from ..games.tank.frames import frame
 from .recording import Recording
 
 __all__ = ["Mismatch", "Verification", "resimulate", "verify"]

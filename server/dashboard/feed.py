@@ -21,7 +21,7 @@ Observer protocol (``arena.observe.v1``, JSON text frames, server → browser on
   ``bots`` is the full current table;
 - ``{"type": "frame", "seq", "frame", "header"?}`` at most ``frame_fps`` times a second;
   ``header`` only when it differs from the last one sent to this observer. Both follow
-  :mod:`arena.games.tank.snapshot` exactly.
+  :mod:`arena.games.tank.frames` exactly.
 """
 
 from __future__ import annotations

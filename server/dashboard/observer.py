@@ -185,7 +185,7 @@ class Dashboard:
     def publish_frame(self, header: Mapping[str, Any], frame: Mapping[str, Any]) -> None:
         """Offer the newest frame of the match on show (any thread; never blocks, never queues).
 
-        ``header`` and ``frame`` are :func:`arena.games.tank.snapshot.header` / ``frame`` dicts; the
+        ``header`` and ``frame`` are :func:`arena.games.tank.frames.header` / ``frame`` dicts; the
         caller must not mutate them afterwards. An unsent frame is simply replaced: observers
         get the newest one at most ``frame_fps`` times a second.
         """

@@ -239,7 +239,7 @@ def test_trainer_resume_bumps_generation_and_restores_weights(tmp_path):
     assert second.generation == 3
     assert second.version == 17
     assert (second.updates, second.steps_trained) == (5, 160)
-    assert (second.snapshot.generation, second.snapshot.version) == (3, 17)
+    assert (second.published.generation, second.published.version) == (3, 17)
     old_params = dict(first.agent.actor.named_parameters())
     new_params = dict(second.agent.actor.named_parameters())
     assert old_params.keys() == new_params.keys()
@@ -303,9 +303,9 @@ def test_resume_never_reuses_a_generation_that_published_weights(tmp_path, how_i
         # Within checkpoint_interval no periodic checkpoint ran, but the resume made generation 1
         # durable at once (before publishing), so the dead run's generation is on disk.
         assert resumed.store.checkpoints()[0].name == "ckpt-0001-000000001.pt"
-    published = resumed.snapshot.identity
+    published = resumed.published.identity
     del resumed  # the process dies
 
     restarted = _trainer(tmp_path, seed=0, resume=True)
     assert restarted.generation > published[0], "generation reused: stale (gen 1) data would pass the generation filter"
-    assert restarted.snapshot.identity > published, "bots holding the dead run's weights would ignore the new welcome weights"
+    assert restarted.published.identity > published, "bots holding the dead run's weights would ignore the new welcome weights"

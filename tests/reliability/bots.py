@@ -10,7 +10,7 @@ A fleet bot speaks the protocol by hand (``docs/protocol.md``): hello → welcom
 pre-encoded ``tr`` frames (:class:`FrameTemplate`, only ``seq`` and ``ver`` are patched
 in place, no msgpack per send) paced at ``rate`` frames/s, one credit per frame. Every
 bot records what it sent, the credit it waited for, each ``weights`` version with its
-arrival time (``time.monotonic()``, the same clock as ``WeightsSnapshot.published_at``
+arrival time (``time.monotonic()``, the same clock as ``PublishedWeights.published_at``
 on Linux) and how its connection ended. A *slow reader* (:func:`_slow_reader`) is a
 receive-only bot that reads its socket at a fixed byte rate through websockets'
 sans-I/O client protocol, with a small ``SO_RCVBUF``, so the server's writes back up.

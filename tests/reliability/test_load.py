@@ -898,7 +898,7 @@ class Publications:
         self.frame_bytes = 0
 
     def __call__(self, stats: dict[str, float]) -> None:
-        snapshot = self._server_ref[0].trainer.snapshot
+        snapshot = self._server_ref[0].trainer.published
         if snapshot.version not in self.published:
             self.published[snapshot.version] = snapshot.published_at
             self.refs[snapshot.version] = weakref.ref(snapshot)
@@ -1082,7 +1082,7 @@ def test_l8_stalled_reader_is_closed_by_keepalive(hidden):
         fleet.close()
 
     figures = {
-        "weights_frame_bytes": len(server.trainer.snapshot.frame),
+        "weights_frame_bytes": len(server.trainer.published.frame),
         "stalled_closed_after_s": round(closed_after, 2) if closed_after is not None else None,
         "stalled_close_code": stopped["slow"][0]["close_code"],
         "server_slots": states,
@@ -1242,7 +1242,7 @@ class Quiescer:
         server = self.server
         if server.accounting()["pending_in_agent"]:
             return False
-        latest = server.trainer.snapshot.identity
+        latest = server.trainer.published.identity
         if server.current.identity != latest:  # the publish has not reached the loop yet
             return False
         return all(

@@ -33,7 +33,7 @@ from server.config import ServerConfig
 from server.credit import session_limits, withheld_credit
 from server.metrics import Metrics
 from server.transition_queue import Arrival, TransitionQueue
-from server.weights import WeightsSnapshot
+from server.weights import PublishedWeights
 
 OBS, ACT, AGENTS = 3, 2, 2
 CURRENT = (0, 5)
@@ -41,14 +41,14 @@ CURRENT = (0, 5)
 LOG = logging.getLogger("tests.bot_connection")
 
 
-def snapshot(generation: int = CURRENT[0], version: int = CURRENT[1]) -> WeightsSnapshot:
+def snapshot(generation: int = CURRENT[0], version: int = CURRENT[1]) -> PublishedWeights:
     tensors = {
         "l0.weight": np.zeros((ACT, OBS), np.float32),
         "l0.bias": np.zeros(ACT, np.float32),
         "log_std": np.zeros(ACT, np.float32),
     }
     weights = Weights.pack(generation, version, Architecture("gaussian_mlp", (OBS, ACT), "tanh", -3.0, 0.0), tensors)
-    return WeightsSnapshot(generation, version, weights, encode(weights), 0.0)
+    return PublishedWeights(generation, version, weights, encode(weights), 0.0)
 
 
 class Clock:

@@ -19,7 +19,7 @@ from server import TrainerConfig
 from server.metrics import Metrics
 from server.trainer import Trainer, TrainerHooks
 from server.transition_queue import Arrival, TransitionQueue
-from server.weights import WeightsSnapshot
+from server.weights import PublishedWeights
 
 OBS, ACT = 3, 2
 ROLLOUT = 32
@@ -51,7 +51,7 @@ def segment(
     )
 
 
-class Published(list[WeightsSnapshot]):
+class Published(list[PublishedWeights]):
     """The snapshots a trainer published, in order (its ``publish`` callback)."""
 
     def ids(self) -> list[tuple[int, int]]:
@@ -90,7 +90,7 @@ def test_feed_then_update_trains_the_rollout_and_publishes_the_next_version():
     assert trainer.feed([segment(ROLLOUT)]) == ROLLOUT
     assert trainer.held_steps == ROLLOUT
     assert trainer.update()
-    assert published.ids() == [(0, 1)] and trainer.snapshot.version == 1
+    assert published.ids() == [(0, 1)] and trainer.published.version == 1
     assert trainer.held_steps == 0 and trainer.steps_trained == ROLLOUT
     assert trainer.metrics.counter("transitions_trained") == ROLLOUT
     assert trainer.last_metrics["server/policy_version"] == 1.0
@@ -160,7 +160,7 @@ def test_republish_publishes_the_current_networks_under_the_current_ids():
     trainer, published = make_trainer()
     trainer.generation, trainer.version = 2, 7
     trainer.republish()
-    assert published.ids() == [(2, 7)] and trainer.snapshot is published[-1]
+    assert published.ids() == [(2, 7)] and trainer.published is published[-1]
 
 
 # ── checkpoints on the trainer's clock ───────────────────────────────────────

@@ -8,22 +8,22 @@ import numpy as np
 
 from agents.networks import GaussianActor
 from bot_protocol import PolicyId, Weights, decode_from_server, decode_tensors
-from server.weights import WeightsSlot, WeightsSnapshot, make_snapshot
+from server.weights import PublishedWeights, WeightsSlot, published_weights
 
 
 def exported_actor() -> tuple[dict, dict[str, np.ndarray]]:
     return GaussianActor(3, 2, (4,), "tanh", -0.5, -3.0, 0.0).export()
 
 
-def snapshot(generation: int, version: int) -> WeightsSnapshot:
+def snapshot(generation: int, version: int) -> PublishedWeights:
     arch, tensors = exported_actor()
-    return make_snapshot(PolicyId(generation, version), arch, tensors)
+    return published_weights(PolicyId(generation, version), arch, tensors)
 
 
 def test_the_snapshot_frame_decodes_to_the_same_policy_tensors_and_exploration():
     arch, tensors = exported_actor()
     before = time.monotonic()
-    made = make_snapshot(PolicyId(2, 17), arch, tensors, explore={"noise": 0.25})
+    made = published_weights(PolicyId(2, 17), arch, tensors, explore={"noise": 0.25})
     assert before <= made.published_at <= time.monotonic()
     assert (made.generation, made.version, made.identity) == (2, 17, PolicyId(2, 17))
     decoded = decode_from_server(made.frame)

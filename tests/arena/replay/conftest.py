@@ -10,7 +10,7 @@ import pytest
 
 from arena.bots.play import PolicyController, ScriptedController, play_match
 from arena.games.tank.engine import ACT_DIM, OBS_DIM, TankBattle, TankRules
-from arena.games.tank.snapshot import frame
+from arena.games.tank.frames import frame
 from arena.replay import Recorder
 from bot_protocol import Architecture, Policy
 from tests.conftest import ROOT

@@ -34,7 +34,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from agents import make_agent
 from arena.games.reach import ACT_DIM as REACH_ACT
 from arena.games.reach import OBS_DIM as REACH_OBS
-from arena.games.tank import snapshot
+from arena.games.tank import frames as tank_frames
 from arena.games.tank.engine import ACT_DIM, TankBattle, TankRules
 from arena.games.tank.scripted import make_scripted
 from bot_protocol import SUBPROTOCOL as BOT_SUBPROTOCOL
@@ -167,7 +167,7 @@ def match_frames(n: int, seed: int = 0) -> tuple[dict[str, Any], list[dict[str, 
     """A header and ``n`` consecutive frames of a real 1v1 match between scripted bots."""
     battle = TankBattle(1, 2, TankRules(), seed=seed)
     bots = [make_scripted("tracker", 1, seed), make_scripted("spinner", 1, seed + 1)]
-    header = snapshot.header(battle, ["tracker", "spinner"])
+    header = tank_frames.header(battle, ["tracker", "spinner"])
     frames = []
     actions = np.zeros((1, 2, ACT_DIM), np.float32)
     for _ in range(n):
@@ -175,7 +175,7 @@ def match_frames(n: int, seed: int = 0) -> tuple[dict[str, Any], list[dict[str, 
         for t, bot in enumerate(bots):
             actions[:, t] = bot.act(obs[:, t])
         info = battle.step(actions)
-        frames.append(snapshot.frame(battle))
+        frames.append(tank_frames.frame(battle))
         if info.round_over.any():
             battle.reset(info.round_over)
             for bot in bots:

@@ -1,4 +1,4 @@
-"""One match at one tick as a JSON-ready frame, and the match's header (arena/games/tank/snapshot.py)."""
+"""One match at one tick as a JSON-ready frame, and the match's header (arena/games/tank/frames.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from arena.games.tank import TankBattle, TankRules
-from arena.games.tank.snapshot import frame, header
+from arena.games.tank.frames import frame, header
 from tests.arena.games.tank.helpers import act, duel
 
 
