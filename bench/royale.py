@@ -57,7 +57,7 @@ TARGET_SERVER_MS = 0.2
 
 
 def main() -> int:
-    from arena.royale.match import play_royale_match, royale_rules
+    from arena.royale.match import RoyaleMatch, play_royale_match, royale_rules
     from arena.royale.seats import RoyaleBotSpec
     from arena.royale.server import RoyaleServerConfig
 
@@ -109,13 +109,9 @@ def main() -> int:
     )
     started = time.perf_counter()
     result = play_royale_match(
-        players,
-        args.rounds,
-        seed=args.seed,
-        rules=royale_rules(args.ticks_per_round),
-        config=config,
-        n_matches=args.games,
-    )
+        players, RoyaleMatch(args.rounds, seed=args.seed, rules=royale_rules(args.ticks_per_round), config=config,
+                             n_matches=args.games)
+    )  # fmt: skip
     wall = time.perf_counter() - started
     royale = result["royale"]
     tps = float(royale["turns_per_s"])

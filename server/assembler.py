@@ -150,14 +150,16 @@ class SegmentAssembler:
         return closed
 
     def _append(
-        self, agent: int, episode: int, generation: int, version: int, layout: _Layout, rows: NDArray[np.float32],
-        start: int, stop: int, closed: list[Segment], reward_sum: float, cumulative: NDArray[np.float64],
+        self, agent: int, episode: int, stamp: tuple[int, int], layout: _Layout, rows: NDArray[np.float32],
+        span: tuple[int, int], rewards: tuple[float, NDArray[np.float64]], closed: list[Segment],
     ) -> None:  # fmt: skip
-        """Add packed rows ``start:stop`` (one agent, one episode, in time order) to the agent's open segment.
+        """Add packed rows ``span`` = ``(start, stop)`` (one agent, one episode, in time order) to the agent's open
+        segment; ``stamp`` is the ``(generation, version)`` that acted them.
 
-        ``reward_sum`` is the sum of their rewards; ``cumulative[i]`` that of ``rows[:i + 1]``, for the
-        rare piece a length cut splits.
+        ``rewards`` is ``(their sum, cumulative)`` with ``cumulative[i]`` the sum of ``rows[:i + 1]``'s rewards,
+        for the rare piece a length cut splits.
         """
+        (generation, version), (start, stop), (reward_sum, cumulative) = stamp, span, rewards
         whole = (start, stop)
         current = self._open.get(agent)
         if current is None:
@@ -335,7 +337,9 @@ def assemble(runs: Sequence[_Run], scratch: _Scratch | None = None) -> list[Segm
     ):
         assembler, generation, version = stamps[0 if single else key_value >> 32]
         agent = key_value & 0xFFFFFFFF
-        assembler._append(agent, episode, generation, version, layout, rows, start, end + 1, closed, reward_sum, cumulative)
+        assembler._append(
+            agent, episode, (generation, version), layout, rows, (start, end + 1), (reward_sum, cumulative), closed
+        )
         start = end + 1
         if flag == 0:
             continue

@@ -12,18 +12,28 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from agents import Agent
 from agents.distributed import GradientAverager
 
 from .distributed import Agreement, LearnerGroup, RankLost
 
-if TYPE_CHECKING:
-    from agents import Agent
+__all__ = ["Coordinator", "RankCoordinator", "StartingState"]
 
-    from .trainer import Trainer
 
-__all__ = ["Coordinator", "RankCoordinator"]
+class StartingState(Protocol):
+    """The trainer's state a rank takes from rank 0 at start (:class:`server.trainer.Trainer` has it).
+
+    A protocol, not the class: the trainer holds its coordinator, so naming it here would tie the two in a circle.
+    """
+
+    agent: Agent
+    generation: int
+    version: int
+    updates: int
+    steps_trained: int
+
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +51,7 @@ class Coordinator:
     def attach(self, agent: Agent) -> None:
         """Wire the agent's gradient steps (a single learner's need nothing)."""
 
-    def start(self, trainer: Trainer) -> None:
+    def start(self, trainer: StartingState) -> None:
         """Bring the trainer's starting state in line (a single learner's is its own)."""
 
     def agree(self, ready: bool, checkpoint_due: bool, stopping: bool) -> Agreement:
@@ -85,7 +95,7 @@ class RankCoordinator(Coordinator):
             raise ValueError(f"distributed learners train PPO (synchronous updates of one size); not {agent.name}")
         distribute(self.gradient_sync)
 
-    def start(self, trainer: Trainer) -> None:
+    def start(self, trainer: StartingState) -> None:
         """Every rank starts from rank 0's state (fresh or just resumed): weights, optimizer, policy id.
 
         The data buffers stay each rank's own (a PPO agent holds none at start).

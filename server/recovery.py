@@ -13,16 +13,44 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch
 
+from agents import Agent, CheckpointStore
+
+from .config import TrainerConfig
+from .metrics import Metrics
 from .run_state import copy_state
 
-if TYPE_CHECKING:
-    from .trainer import Trainer
+__all__ = ["Recoverable", "Recovery"]
 
-__all__ = ["Recovery"]
+
+class Recoverable(Protocol):
+    """What recovery reads and sets on a trainer (:class:`server.trainer.Trainer` is one).
+
+    A protocol, not the class: the trainer holds its recovery, so naming it here would tie the two in a circle.
+    """
+
+    agent: Agent
+    config: TrainerConfig
+    metrics: Metrics
+    store: CheckpointStore | None
+    generation: int
+    version: int
+    clock: Callable[[], float]
+
+    @property
+    def restarts_allowed(self) -> bool:
+        """Whether a crash may restart it (a learner rank may not)."""
+
+    def drop_lost_steps(self) -> None:
+        """Count the steps a failed update took out of the agent as dropped."""
+
+    def publish_new_generation(self) -> None:
+        """Publish the restored policy under its new generation."""
+
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +58,7 @@ logger = logging.getLogger(__name__)
 class Recovery:
     """Restarts and rollbacks of one :class:`~server.trainer.Trainer` (see the module docstring)."""
 
-    def __init__(self, trainer: Trainer) -> None:
+    def __init__(self, trainer: Recoverable) -> None:
         self.trainer = trainer
         self.restarts = 0
         self._last_restart = -math.inf
@@ -60,7 +88,7 @@ class Recovery:
         trainer = self.trainer
         now = trainer.clock()
         cfg = trainer.config
-        if not trainer.coordinator.restarts_allowed:
+        if not trainer.restarts_allowed:
             return False
         if self.restarts >= cfg.max_restarts or now - self._last_restart < cfg.restart_interval:
             return False

@@ -152,6 +152,11 @@ class Trainer:
         return PolicyId(self.generation, self.version)
 
     @property
+    def restarts_allowed(self) -> bool:
+        """Whether a crash may restart this trainer (alone yes; a learner rank no: the group restarts)."""
+        return self.coordinator.restarts_allowed
+
+    @property
     def restarts(self) -> int:
         """Restarts after crashes so far."""
         return self.recovery.restarts

@@ -420,19 +420,17 @@ def play_gym(
     seed: int = 0,
     name: str = "gym",
     stop: threading.Event | None = None,
-    vectorized: bool | None = None,
-    env_kwargs: Mapping[str, Any] | None = None,
-    batch_steps: int = 64,
 ) -> GymResult:
     """Play ``steps`` environment steps (or until ``stop`` is set) of ``env`` as one websocket bot.
 
     ``env`` is built by :func:`make_env` (a vector environment in ``SAME_STEP`` mode when
-    ``n_envs > 1`` or ``vectorized``), played by a :class:`GymBot`, and closed at the end.
-    The result's ``stats`` show the weights swapped and steps sent.
+    ``n_envs > 1``), played by a :class:`GymBot`, and closed at the end. The result's ``stats``
+    show the weights swapped and steps sent. For other environment settings or frame sizes,
+    build with :func:`make_env` and play a :class:`GymBot` yourself, as ``arena gym`` does.
     """
-    environment = make_env(env, n_envs, vectorized, env_kwargs)
+    environment = make_env(env, n_envs)
     try:
-        bot = GymBot(url, environment, token=token, seed=seed, name=name, batch_steps=batch_steps)
+        bot = GymBot(url, environment, token=token, seed=seed, name=name)
     except BaseException:
         environment.close()
         raise

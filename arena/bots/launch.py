@@ -2,49 +2,22 @@
 
 ``arena train`` asks :func:`launch_bots` for its bots and gets one handle either way: bot threads of
 its own process (:class:`BotThreads`) or worker processes (:class:`~arena.bots.workers.WorkerPool`,
-each with its own GIL). Both play :func:`run_learning_bot`, the one place that boots a spec's Tank
-Royale opponents and hands the rest to :func:`~arena.bots.play.play_learning_bot`.
+each with its own GIL). Both play :func:`~arena.bots.learning_bot.run_learning_bot`.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, Protocol
 
 from ..defaults import Layout
-from .play import MatchLog, RoundResult, play_learning_bot
+from .learning_bot import run_learning_bot
+from .play import MatchLog
 from .spec import LearningBotSpec
-from .workers import WorkerPool, _pacer
+from .workers import WorkerPool
 
-__all__ = ["BotThreads", "LaunchedBots", "launch_bots", "run_learning_bot"]
-
-
-def run_learning_bot(
-    spec: LearningBotSpec,
-    stop: Any,
-    say: Callable[[str], None],
-    log: MatchLog | None = None,
-    report: Callable[[list[RoundResult], int], None] | None = None,
-    view: Callable[[Any], None] | None = None,
-) -> None:
-    """Play ``spec`` until ``stop`` is set, its ``royale:PATH`` opponents booted first.
-
-    A Tank Royale bot that fails to boot is dropped and said through ``say`` (the others play on);
-    ``view`` sees the battle after every tick (the dashboard's match view); the league's Tank
-    Royale share is held to ``spec.turns_per_s``.
-
-    Raises:
-        RoyaleMatchError: every Tank Royale opponent failed to boot and nothing is left to play.
-    """
-    from ..royale.train import play_with_royale_opponents
-
-    def play(mix: list[str], n_matches: int, hooks: dict[str, Any]) -> None:
-        play_learning_bot(replace(spec, opponents=tuple(mix), n_matches=n_matches), stop, log, report, **hooks)
-
-    watch = view if spec.turns_per_s is None else _pacer(spec.turns_per_s)
-    play_with_royale_opponents(spec.opponents, spec.matches_for, spec.rules, play, say, watch)
+__all__ = ["BotThreads", "LaunchedBots", "launch_bots"]
 
 
 class LaunchedBots(Protocol):

@@ -8,14 +8,22 @@ record: a worker process receives it as is, and the n-th bot of a run is ``spec.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ..games.tank.rules import TankRules
 
-if TYPE_CHECKING:
-    from ..league import LeagueSpec
+__all__ = ["LeagueBuilder", "LearningBotSpec"]
 
-__all__ = ["LearningBotSpec"]
+
+class LeagueBuilder(Protocol):
+    """What a learning bot needs of a league (``arena.league.LeagueSpec`` is one): its opponents for a battle.
+
+    A protocol, not the class: the league plays bots (``arena.bots.play``), so naming it here would tie the
+    two packages in a circle.
+    """
+
+    def build(self, n_matches: int, seed: int, worker: int = 0) -> Any:
+        """The opponents of ``n_matches`` matches (an ``arena.bots.play.OpponentPool``)."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +43,7 @@ class LearningBotSpec:
     token: str | None = None
     seed: int = 0
     name: str = "tank"
-    league: LeagueSpec | None = None
+    league: LeagueBuilder | None = None
     rounds: int | None = None
     """Stop after this many finished rounds (None: until stopped)."""
     index: int = 0

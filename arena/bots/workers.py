@@ -12,9 +12,9 @@ import multiprocessing as mp
 import queue
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
+from .learning_bot import run_learning_bot
 from .play import MatchLog, RoundResult
 from .spec import LearningBotSpec
 
@@ -27,7 +27,6 @@ REPORT_EVERY = 0.25
 def _worker_main(spec: LearningBotSpec, stop: Any, reports: Any) -> None:
     """A worker process: play ``spec`` until ``stop``, reporting rounds, ticks and CPU to the parent."""
     from ..royale.seats import RoyaleMatchError
-    from .launch import run_learning_bot
 
     pending: list[RoundResult] = []
     ticks = 0
@@ -59,26 +58,6 @@ def _worker_main(spec: LearningBotSpec, stop: Any, reports: Any) -> None:
         pass  # the parent handles Ctrl-C and stops us through the event
     finally:
         reports.put((spec.index, list(pending), ticks, cpu()))
-
-
-def _pacer(turns_per_s: float) -> Callable[[object], None]:
-    """A ``watch`` hook that holds the battle to ``turns_per_s`` steps a second (sleeping, not spinning).
-
-    Why: Tank Royale bots answer in lockstep as fast as they can, and each official-API Python bot
-    costs ~0.8 ms of CPU a turn; unpaced, two of them and their worker took ~40% of the learner's
-    throughput on 2 cores. Paced, their share of the machine is what the pace says.
-    """
-    period = 1.0 / turns_per_s
-    due = time.monotonic()
-
-    def watch(_battle: object) -> None:
-        nonlocal due
-        due = max(due + period, time.monotonic() - period)  # no catching up after a stall
-        delay = due - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-
-    return watch
 
 
 class WorkerPool:

@@ -88,7 +88,7 @@ def _match(args: argparse.Namespace) -> int:
     from ..bots.play import PolicyController, ScriptedController, play_match
     from ..bots.policies import load_policy
     from ..games.tank.engine import TankRules
-    from ..royale.match import failure_message, play_royale_match, royale_rules
+    from ..royale.match import MatchListeners, RoyaleMatch, failure_message, play_royale_match, royale_rules
     from ..royale.seats import RoyaleBotSpec, RoyaleMatchError
     from ..royale.server import RoyaleServerConfig
 
@@ -155,17 +155,9 @@ def _match(args: argparse.Namespace) -> int:
     if royale:
         timeouts = {} if args.turn_timeout_ms is None else {"turn_timeout": args.turn_timeout_ms / 1000.0}
         config = RoyaleServerConfig(port=args.royale_port or 0, **timeouts)
-        result = play_royale_match(
-            players,
-            args.rounds,
-            args.seed,
-            rules,
-            config,
-            args.royale_port is None,
-            recorder,
-            announce=_stderr_line,
-            log_dir=args.royale_logs,
-        )
+        plan = RoyaleMatch(args.rounds, args.seed, rules, config, boot_bots=args.royale_port is None,
+                           log_dir=args.royale_logs)  # fmt: skip
+        result = play_royale_match(players, plan, MatchListeners(observer=recorder, announce=_stderr_line))
     else:
         result = play_match(players, args.rounds, seed=args.seed, n_matches=n_matches, rules=rules, observer=recorder)
     if recorder is not None:

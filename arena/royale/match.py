@@ -18,8 +18,8 @@ import contextlib
 import re
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +34,10 @@ from .seats import RoyaleBotSpec, RoyaleMatchError, SeatedBots, boot_seats, game
 from .server import CLOSE_NORMAL, BotConnection, RoyaleServer, RoyaleServerConfig
 
 __all__ = [
+    "MatchListeners",
     "MatchTally",
     "RoyaleGameRunner",
+    "RoyaleMatch",
     "bot_failures",
     "failure_message",
     "log_file_names",
@@ -175,31 +177,53 @@ class RoyaleGameRunner:
 # --- arena match with Tank Royale bots ----------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RoyaleMatch:
+    """How a match with Tank Royale bots is played: everything but its players and who listens.
+
+    ``boot_bots``: start each bot directory as Tank Royale's booter does, else wait on ``config.port``
+    for bots started by hand; ``n_matches`` games side by side (a bot process each); ``log_dir`` keeps
+    the booted bots' output; ``bot_env`` is added to their environment.
+    """
+
+    rounds: int
+    seed: int = 0
+    rules: TankRules = field(default_factory=lambda: royale_rules())
+    config: RoyaleServerConfig = field(default_factory=RoyaleServerConfig)
+    boot_bots: bool = True
+    n_matches: int = 1
+    log_dir: Path | None = None
+    bot_env: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.rounds >= 1 and self.n_matches >= 1):
+            raise ValueError("rounds and n_matches must be >= 1")
+
+
+@dataclass(frozen=True)
+class MatchListeners:
+    """Who hears a match as it goes: an ``observer`` of every tick (a recorder), ``progress`` (rounds
+    done) and ``announce`` (where the server waits for hand-started bots)."""
+
+    observer: MatchObserver | None = None
+    progress: Callable[[int], None] | None = None
+    announce: Callable[[str], None] | None = None
+
+
 def play_royale_match(
-    players: Sequence[RoyaleBotSpec | Controller],
-    rounds: int,
-    seed: int = 0,
-    rules: TankRules | None = None,
-    config: RoyaleServerConfig | None = None,
-    boot_bots: bool = True,
-    observer: MatchObserver | None = None,
-    progress: Callable[[int], None] | None = None,
-    announce: Callable[[str], None] | None = None,
-    n_matches: int = 1,
-    log_dir: Path | None = None,
-    bot_env: dict[str, str] | None = None,
+    players: Sequence[RoyaleBotSpec | Controller], match: RoyaleMatch, listeners: MatchListeners | None = None
 ) -> dict[str, Any]:
     """Play ``rounds`` rounds in which every player has one tank; Tank Royale bots over the protocol.
 
-    With ``boot_bots`` each bot directory is started like Tank Royale's booter does (its own
+    With ``match.boot_bots`` each bot directory is started like Tank Royale's booter does (its own
     secret, so the server knows which tank is whose) and stopped afterwards; otherwise the
-    server waits on ``config.port`` for bots started by hand and gives them the Tank Royale
+    server waits on ``match.config.port`` for bots started by hand and gives them the Tank Royale
     seats in the order they connect (a bot whose handshake name equals a seat's name gets
-    that seat). ``n_matches`` > 1 plays that many games side by side (a bot process each),
-    ``rounds`` rounds each. ``announce`` hears where the server waits (hand-started bots);
-    ``bot_env`` is added to the booted bots' environment; ``log_dir`` keeps their output, one
-    log per booted bot named after its seat (``NAME.log``; ``NAME.gameK.log`` with several games),
-    replacing older ones of the same name (without it the logs go to a temporary directory).
+    that seat). ``match.n_matches`` > 1 plays that many games side by side (a bot process each),
+    ``match.rounds`` rounds each. ``listeners.announce`` hears where the server waits (hand-started
+    bots); ``match.bot_env`` is added to the booted bots' environment; ``match.log_dir`` keeps their
+    output, one log per booted bot named after its seat (``NAME.log``; ``NAME.gameK.log`` with several
+    games), replacing older ones of the same name (without it the logs go to a temporary directory).
 
     Returns play_match's result (``rounds``, ``bots``: name, wins, mean score, mean energy
     left) plus ``royale``: turns, seconds, turns/s of the game loop, skipped turns per bot, and
@@ -215,36 +239,22 @@ def play_royale_match(
     """
     if len(players) < 2:
         raise ValueError("a match needs at least two bots")
-    if rounds < 1 or n_matches < 1:
-        raise ValueError("rounds and n_matches must be >= 1")
-    rules = rules or royale_rules()
-    config = config or RoyaleServerConfig()
-    if boot_bots:
+    if match.boot_bots:
         for p in players:
             if isinstance(p, RoyaleBotSpec):
                 find_bot(p.directory())  # a bad directory fails now, before the server starts
-    return asyncio.run(
-        run_royale_match(
-            list(players), rounds, seed, rules, config, boot_bots, observer, progress, announce, n_matches, log_dir, bot_env
-        )
-    )
+    return asyncio.run(run_royale_match(list(players), match, listeners))
 
 
 async def run_royale_match(
-    players: list[RoyaleBotSpec | Controller],
-    rounds: int,
-    seed: int,
-    rules: TankRules,
-    config: RoyaleServerConfig,
-    boot_bots: bool,
-    observer: MatchObserver | None,
-    progress: Callable[[int], None] | None,
-    announce: Callable[[str], None] | None,
-    n_matches: int,
-    log_dir: Path | None,
-    bot_env: dict[str, str] | None = None,
+    players: list[RoyaleBotSpec | Controller], match: RoyaleMatch, listeners: MatchListeners | None = None
 ) -> dict[str, Any]:
     """:func:`play_royale_match` inside a running event loop (tests drive hand-made bots beside it)."""
+    rounds, seed, rules, config, n_matches, log_dir = (
+        match.rounds, match.seed, match.rules, match.config, match.n_matches, match.log_dir
+    )  # fmt: skip
+    heard = listeners or MatchListeners()
+    bot_env = dict(match.bot_env) if match.bot_env is not None else None
     T = len(players)
     battle = TankBattle(n_matches, T, rules, seed=seed)
     battle.reward_terms = False  # nobody learns here: skip StepInfo's reward geometry
@@ -259,17 +269,17 @@ async def run_royale_match(
             server.setup = setup
             try:
                 by_secret: dict[str, int] = {}
-                if boot_bots:
+                if match.boot_bots:
                     paths = [bots[t].directory() for _, t, _ in seats]
                     log_names = None if log_dir is None else log_file_names(seats, n_matches)
                     by_secret = boot_seats(server, paths, log_dir or Path(tmp), booted, bot_env, log_names)
-                elif announce is not None:
+                elif heard.announce is not None:
                     wanted = ", ".join(name for _, _, name in seats)
-                    announce(f"waiting for {len(seats)} Tank Royale bot(s) ({wanted}) on {server.url}")
+                    heard.announce(f"waiting for {len(seats)} Tank Royale bot(s) ({wanted}) on {server.url}")
                 connections = await join_bots(server, seats, by_secret, booted, config.join_timeout)
                 game = RoyaleGame(battle, seats, names, setup, rounds)
                 runner = RoyaleGameRunner(
-                    game, connections, local, config.turn_timeout, config.ready_timeout, observer, progress
+                    game, connections, local, config.turn_timeout, config.ready_timeout, heard.observer, heard.progress
                 )
                 try:
                     tally = await runner.run()

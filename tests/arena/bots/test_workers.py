@@ -1,20 +1,28 @@
-"""arena/bots/workers.py: the pacer that holds the league's Tank Royale share to its turns per second."""
+"""Worker processes (arena/bots/workers.py): a spawned bot plays its spec, reports rounds and CPU, stops on the event."""
 
 from __future__ import annotations
 
 import time
 
-from arena.bots.workers import _pacer
+from arena.bots.play import MatchLog
+from arena.bots.spec import LearningBotSpec
+from arena.bots.workers import WorkerPool
+from arena.games.tank.engine import ACT_DIM, OBS_DIM
+from arena.games.tank.rewards import TANK_REWARD
+from tests.conftest import running_server, timeout
 
 
-def test_the_pacer_holds_a_loop_to_its_pace_and_does_not_catch_up_after_a_stall() -> None:
-    watch = _pacer(200.0)  # 5 ms a turn
-    started = time.monotonic()
-    for _ in range(20):
-        watch(None)
-    assert time.monotonic() - started >= 19 * 0.005  # never faster than the pace
-    time.sleep(0.1)  # a stall (a slow turn of the bots) is not made up for by a burst afterwards
-    resumed = time.monotonic()
-    for _ in range(4):
-        watch(None)
-    assert time.monotonic() - resumed >= 2 * 0.005
+def test_a_worker_process_plays_its_nth_spec_and_reports_to_the_parent():
+    log = MatchLog()
+    with running_server(OBS_DIM, ACT_DIM, reward=TANK_REWARD) as server:
+        pool = WorkerPool(LearningBotSpec(server.url, ("sitting",), n_matches=4, max_ticks=30, seed=2), 1)
+        pool.start()
+        deadline = time.monotonic() + timeout(60)
+        while log.rounds < 8 and time.monotonic() < deadline and pool.alive():
+            pool.collect(log)
+            time.sleep(0.1)
+        names = [session.hello.name for session in server.sessions.values()]
+        pool.close(log)
+    assert log.rounds >= 8 and log.ticks >= 8 * 30 // 2
+    assert names == ["tank0"] and not pool.alive() and pool.errors() == []
+    assert pool.cpu_seconds[0] > 0.0

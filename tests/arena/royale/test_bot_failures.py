@@ -19,7 +19,7 @@ import pytest
 
 from arena.bots.play import ScriptedController
 from arena.royale.booter import TRACEBACK, read_log
-from arena.royale.match import log_file_names, play_royale_match, royale_rules
+from arena.royale.match import RoyaleMatch, log_file_names, play_royale_match, royale_rules
 from arena.royale.seats import RoyaleBotSpec, RoyaleMatchError
 from arena.royale.server import RoyaleServerConfig
 
@@ -161,7 +161,8 @@ def test_without_kept_logs_the_failure_still_quotes_the_log(tmp_path: Path) -> N
     """``play_royale_match`` without ``log_dir``: the failure has the traceback and no path; the healthy side none."""
     crashy = RoyaleBotSpec.parse(f"royale:{bot_directory(tmp_path, 'Crashy', CRASHY)}")
     result = play_royale_match(
-        [crashy, ScriptedController("sitting", 1)], 1, rules=royale_rules(40), config=RoyaleServerConfig(turn_timeout=1.0)
+        [crashy, ScriptedController("sitting", 1)],
+        RoyaleMatch(1, rules=royale_rules(40), config=RoyaleServerConfig(turn_timeout=1.0)),
     )
     (failure,) = result["royale"]["failures"]
     assert failure["bot"] == "Crashy" and failure["log"] is None and "full log" not in failure["error"]
@@ -175,7 +176,7 @@ def test_a_bot_that_fails_before_joining_says_where_its_kept_log_is(tmp_path: Pa
     broken = RoyaleBotSpec.parse(f"royale:{bot_directory(tmp_path, 'Broken', BROKEN)}")
     logs = tmp_path / "logs"
     with pytest.raises(RoyaleMatchError, match="exited with code 1 before joining") as failed:
-        play_royale_match([broken, ScriptedController("sitting", 1)], 1, log_dir=logs)
+        play_royale_match([broken, ScriptedController("sitting", 1)], RoyaleMatch(1, log_dir=logs))
     message = str(failed.value)
     assert f"(full log: {logs / 'Broken.log'})" in message and "RuntimeError: no API here" in message
     assert failed.value.bots == ("Broken",)
@@ -188,7 +189,7 @@ def test_a_bot_that_never_gets_ready_is_named_with_its_log(tmp_path: Path) -> No
     logs = tmp_path / "logs"
     config = RoyaleServerConfig(ready_timeout=1.0)
     with pytest.raises(RoyaleMatchError, match=r"no bot-ready within 1 s from: Stalls") as failed:
-        play_royale_match([stalls, ScriptedController("sitting", 1)], 1, config=config, log_dir=logs)
+        play_royale_match([stalls, ScriptedController("sitting", 1)], RoyaleMatch(1, config=config, log_dir=logs))
     message = str(failed.value)
     assert f"--- Stalls log (full log: {logs / 'Stalls.log'}):" in message
     assert "Stalls joined and will never be ready" in message

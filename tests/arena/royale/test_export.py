@@ -24,7 +24,7 @@ from arena.bots.play import ScriptedController
 from arena.bots.policies import load_policy
 from arena.games.tank.engine import ACT_DIM, OBS_DIM, TankBattle, TankRules
 from arena.royale.export import export_royale_bot
-from arena.royale.match import play_royale_match, royale_rules
+from arena.royale.match import MatchListeners, RoyaleMatch, play_royale_match, royale_rules
 from arena.royale.seats import RoyaleBotSpec
 from arena.royale.server import RoyaleServerConfig
 from bot_protocol import PolicyId
@@ -143,12 +143,14 @@ def test_exported_bot_plays_in_our_arena_like_the_policy(checkpoint: Path, tmp_p
     watch = _Watch()
     result = play_royale_match(
         [RoyaleBotSpec.parse(f"royale:{out}"), ScriptedController("spinner", 1)],
-        rounds=1,
-        rules=royale_rules(300),
-        config=RoyaleServerConfig(turn_timeout=1.0),
-        observer=watch,
-        bot_env={"ARENA_BOT_LOG": str(log), "ARENA_POLICY_MEAN": "1"},
-        log_dir=tmp_path,
+        RoyaleMatch(
+            1,
+            rules=royale_rules(300),
+            config=RoyaleServerConfig(turn_timeout=1.0),
+            bot_env={"ARENA_BOT_LOG": str(log), "ARENA_POLICY_MEAN": "1"},
+            log_dir=tmp_path,
+        ),
+        MatchListeners(observer=watch),
     )
     assert result["rounds"] == 1 and result["royale"]["skipped_turns"] == {"RoundTrip": 0}
     rows = [json.loads(line) for line in log.read_text().splitlines()]

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from arena.games.tank.engine import BulletEvents, TankBattle
-from arena.royale.match import play_royale_match, royale_rules
+from arena.royale.match import MatchListeners, RoyaleMatch, play_royale_match, royale_rules
 from arena.royale.seats import RoyaleBotSpec
 from arena.royale.server import RoyaleServerConfig
 from tests.conftest import DATA, timeout
@@ -219,13 +219,15 @@ def test_what_official_api_bots_observe_agrees_with_the_engine(tmp_path: Path, l
     engine = EngineRecord()
     result = play_royale_match(
         [recorded(name, tmp_path / "bots") for name in names],
-        rounds=rounds,
-        seed=match["seed"],
-        rules=royale_rules(match["ticks"]),
-        config=RoyaleServerConfig(turn_timeout=timeout(2.0)),
-        observer=engine,
-        log_dir=tmp_path,
-        bot_env={"ROYALE_RECORD_DIR": str(record_dir)},
+        RoyaleMatch(
+            rounds,
+            seed=match["seed"],
+            rules=royale_rules(match["ticks"]),
+            config=RoyaleServerConfig(turn_timeout=timeout(2.0)),
+            log_dir=tmp_path,
+            bot_env={"ROYALE_RECORD_DIR": str(record_dir)},
+        ),
+        MatchListeners(observer=engine),
     )
     assert result["rounds"] == rounds and result["royale"]["skipped_turns"] == dict.fromkeys(names, 0)
     ids = range(1, len(names) + 1)

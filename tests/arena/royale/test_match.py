@@ -21,7 +21,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from arena.bots.play import ScriptedController
-from arena.royale.match import play_royale_match, royale_rules, run_royale_match
+from arena.royale.match import MatchListeners, RoyaleMatch, play_royale_match, royale_rules, run_royale_match
 from arena.royale.seats import RoyaleBotSpec, RoyaleMatchError
 from arena.royale.server import RoyaleServerConfig
 from tests.arena.royale.test_server import handshake
@@ -71,16 +71,8 @@ async def match_with_raw_bots(
     match = asyncio.ensure_future(
         run_royale_match(
             players,
-            rounds,
-            0,
-            royale_rules(ticks),
-            RoyaleServerConfig(**config),
-            False,
-            None,
-            None,
-            lambda message: url.set_result(message.rsplit(" ", 1)[1]),
-            1,
-            None,
+            RoyaleMatch(rounds, rules=royale_rules(ticks), config=RoyaleServerConfig(**config), boot_bots=False),
+            MatchListeners(announce=lambda message: url.set_result(message.rsplit(" ", 1)[1])),
         )
     )
     address = await asyncio.wait_for(url, timeout(10))
@@ -147,16 +139,8 @@ async def test_a_game_that_fails_is_aborted_for_the_bots() -> None:
     match = asyncio.ensure_future(
         run_royale_match(
             [RoyaleBotSpec("Raw", None), _Crashes()],
-            1,
-            0,
-            royale_rules(100),
-            RoyaleServerConfig(turn_timeout=5.0),
-            False,
-            None,
-            None,
-            lambda message: url.set_result(message.rsplit(" ", 1)[1]),
-            1,
-            None,
+            RoyaleMatch(1, rules=royale_rules(100), config=RoyaleServerConfig(turn_timeout=5.0), boot_bots=False),
+            MatchListeners(announce=lambda message: url.set_result(message.rsplit(" ", 1)[1])),
         )
     )
     bot = asyncio.ensure_future(raw_bot(await asyncio.wait_for(url, timeout(10)), "Raw"))
@@ -176,7 +160,7 @@ def test_official_api_bots_play_a_full_match(tmp_path: Path) -> None:
     """SpinBot (booted by its start script) and Walls (by python Walls.py) play two rounds to the end."""
     spin, walls = RoyaleBotSpec.parse(f"royale:{BOTS / 'SpinBot'}"), RoyaleBotSpec.parse(f"royale:{BOTS / 'Walls'}")
     result = play_royale_match(
-        [spin, walls], rounds=2, rules=royale_rules(500), config=RoyaleServerConfig(turn_timeout=1.0), log_dir=tmp_path
+        [spin, walls], RoyaleMatch(2, rules=royale_rules(500), config=RoyaleServerConfig(turn_timeout=1.0), log_dir=tmp_path)
     )
     assert result["rounds"] == 2 and [b["name"] for b in result["bots"]] == ["SpinBot", "Walls"]
     assert result["royale"]["turns"] > 100 and result["royale"]["skipped_turns"] == {"SpinBot": 0, "Walls": 0}
@@ -191,11 +175,13 @@ def test_official_api_bot_hears_every_event(tmp_path: Path) -> None:
     recorder = RoyaleBotSpec.parse(f"royale:{BOTS / 'Recorder'}")
     result = play_royale_match(
         [recorder, ScriptedController("tracker", 1)],
-        rounds=2,
-        rules=royale_rules(1500),
-        config=RoyaleServerConfig(turn_timeout=1.0),
-        bot_env={"ROYALE_RECORD": str(record)},
-        log_dir=tmp_path,
+        RoyaleMatch(
+            2,
+            rules=royale_rules(1500),
+            config=RoyaleServerConfig(turn_timeout=1.0),
+            bot_env={"ROYALE_RECORD": str(record)},
+            log_dir=tmp_path,
+        ),
     )
     events = [json.loads(line) for line in record.read_text().splitlines()]
     kinds = {e["kind"] for e in events}
@@ -218,10 +204,7 @@ def test_official_api_bot_that_thinks_too_long_skips_turns(tmp_path: Path) -> No
     slow = RoyaleBotSpec.parse(f"royale:{BOTS / 'SlowBot'}")
     result = play_royale_match(
         [slow, ScriptedController("sitting", 1)],
-        rounds=1,
-        rules=royale_rules(60),
-        config=RoyaleServerConfig(turn_timeout=0.1),
-        log_dir=tmp_path,
+        RoyaleMatch(1, rules=royale_rules(60), config=RoyaleServerConfig(turn_timeout=0.1), log_dir=tmp_path),
     )
     assert result["royale"]["turns"] == 60 and result["royale"]["skipped_turns"]["SlowBot"] >= 3
 
@@ -230,10 +213,12 @@ def test_a_bot_directory_that_is_not_a_bot_is_refused(tmp_path: Path) -> None:
     """A directory without its JSON config, or a bot that dies before joining, is one clear error."""
     (tmp_path / "Nothing").mkdir()
     with pytest.raises(FileNotFoundError, match=r"no Nothing\.json \(the bot's JSON config"):
-        play_royale_match([RoyaleBotSpec.parse(f"royale:{tmp_path}/Nothing"), ScriptedController("sitting", 1)], 1)
+        play_royale_match(
+            [RoyaleBotSpec.parse(f"royale:{tmp_path}/Nothing"), ScriptedController("sitting", 1)], RoyaleMatch(1)
+        )
     broken = tmp_path / "Broken"
     broken.mkdir()
     (broken / "Broken.json").write_text('{"name": "Broken", "version": "1", "authors": ["t"]}')
     (broken / "Broken.py").write_text("raise SystemExit('no API here')\n")
     with pytest.raises(RoyaleMatchError, match="exited with code 1 before joining"):
-        play_royale_match([RoyaleBotSpec.parse(f"royale:{broken}"), ScriptedController("sitting", 1)], 1)
+        play_royale_match([RoyaleBotSpec.parse(f"royale:{broken}"), ScriptedController("sitting", 1)], RoyaleMatch(1))

@@ -31,7 +31,7 @@ from websockets.exceptions import ConnectionClosed
 
 from arena.games.tank.engine import ACT_DIM, TankBattle
 from arena.royale.game import RoyaleGame
-from arena.royale.match import play_royale_match, royale_rules, run_royale_match
+from arena.royale.match import MatchListeners, RoyaleMatch, play_royale_match, royale_rules, run_royale_match
 from arena.royale.schema import BotIntent
 from arena.royale.seats import ROUND_END_TIMEOUT, RoyaleBotSpec, game_setup
 from arena.royale.server import RoyaleServerConfig
@@ -131,16 +131,8 @@ async def two_rounds(
     match = asyncio.ensure_future(
         run_royale_match(
             [RoyaleBotSpec("Prompt", None), RoyaleBotSpec("Quiet", None)],
-            2,
-            0,
-            royale_rules(20),
-            RoyaleServerConfig(turn_timeout=turn_timeout),
-            False,
-            None,
-            None,
-            lambda message: url.set_result(message.rsplit(" ", 1)[1]),
-            1,
-            None,
+            RoyaleMatch(2, rules=royale_rules(20), config=RoyaleServerConfig(turn_timeout=turn_timeout), boot_bots=False),
+            MatchListeners(announce=lambda message: url.set_result(message.rsplit(" ", 1)[1])),
         )
     )
     address = await asyncio.wait_for(url, timeout(10))
@@ -266,7 +258,7 @@ def test_official_api_bots_get_won_round_death_and_round_ended_every_round(tmp_p
         (directory / f"{name}.json").write_text(json.dumps({"name": name, "version": "1.0", "authors": ["tests"]}))
         (directory / f"{name}.py").write_text(textwrap.dedent(RECORDING_BOT.format(name=name, shoots=shoots)))
         bots.append(RoyaleBotSpec.parse(f"royale:{directory}"))
-    result = play_royale_match(bots, 2, rules=royale_rules(1000), config=RoyaleServerConfig(turn_timeout=0.5))
+    result = play_royale_match(bots, RoyaleMatch(2, rules=royale_rules(1000), config=RoyaleServerConfig(turn_timeout=0.5)))
     assert [b["wins"] for b in result["bots"]] == [2, 0] and result["royale"]["failures"] == []
 
     def callbacks(name: str) -> list[dict[str, Any]]:
