@@ -62,3 +62,22 @@ def test_the_check_sees_imports_wherever_they_stand(tmp_path: Path) -> None:
     )
     assert sorted(imports(source)) == [(1, "typing"), (3, "server"), (5, "server.stats")]
     assert forbidden("server.stats", {"server"}) and not forbidden("serverless", {"server"})
+
+
+def test_no_function_of_the_server_or_the_arena_takes_more_than_8_parameters() -> None:
+    """A long parameter list is a plan or a spec waiting to be named (arena/commands/*_plan.py, LearningBotSpec).
+
+    The games' numeric kernels (``arena/games/``: arrays in, arrays out, on the tick's hot path) are exempt.
+    """
+    found = []
+    for package in ("server", "arena"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.is_relative_to(ROOT / "arena" / "games"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    a = node.args
+                    names = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs) if p.arg not in ("self", "cls")]
+                    if len(names) + (a.vararg is not None) > 8:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert found == []
