@@ -7,7 +7,8 @@ thread. Each shape is timed twice, updates interleaved so both see the same mach
 step (``PPOConfig.fused``, the default) and the plain modules through autograd (the reference).
 Progress goes to stderr; the last stdout line is one JSON object: for each (step, rollout,
 minibatch, torch threads) the seconds per update, the microseconds per environment step (all
-epochs) and per minibatch row, and the fused step's speedup over the reference.
+epochs) and per minibatch row, the fused step's speedup over the reference, and the floor: the
+milliseconds of a step's matrix products alone (:func:`gemm_floor_ms`).
 
     python bench/learner.py                      # the default shapes, one torch thread
     python bench/learner.py --shape 32768:4096 --threads 1,2 --repeats 15
@@ -96,6 +97,42 @@ def time_updates(rollout: int, minibatch: int, threads: int, repeats: int, epoch
     return [figures(step, rollout, minibatch, threads, epochs, statistics.median(seconds[step])) for step in STEPS]
 
 
+def gemm_floor_ms(minibatch: int, threads: int, repeats: int = 200) -> float:
+    """Milliseconds of the matrix products alone in one minibatch step at the tank's sizes: the floor.
+
+    A step's products: the forward of both 25 -> 64 -> 64 -> (5 | 1) networks (their first layers as
+    one 25 -> 128 product), and in the backward one weight-gradient product per layer and one
+    input-gradient product per layer but the first. Timed back to back on fresh operands of the
+    step's shapes; what a step costs above this is elementwise work, the optimizer and overhead.
+    """
+    torch.set_num_threads(threads)
+    n, width = minibatch, 64
+    x = torch.randn(n, OBS_DIM)
+    w1 = torch.randn(2 * width, OBS_DIM)
+    h = torch.randn(n, width)
+    w2 = torch.randn(width, width)
+    heads = {ACT_DIM: torch.randn(ACT_DIM, width), 1: torch.randn(1, width)}
+    grads = {ACT_DIM: torch.randn(n, ACT_DIM), 1: torch.randn(n, 1)}
+
+    def products() -> None:
+        x.mm(w1.t())  # both first layers
+        for out in (ACT_DIM, 1):  # actor, critic
+            h.mm(w2.t())  # hidden layer forward
+            h.mm(heads[out].t())  # head forward
+            grads[out].t().mm(h)  # head weight gradient
+            grads[out].mm(heads[out])  # head input gradient
+            h.t().mm(h)  # hidden weight gradient
+            h.mm(w2)  # hidden input gradient
+            h.t().mm(x)  # first layer weight gradient
+
+    for _ in range(20):
+        products()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        products()
+    return (time.perf_counter() - start) / repeats * 1e3
+
+
 def figures(step: str, rollout: int, minibatch: int, threads: int, epochs: int, per_update: float) -> dict[str, Any]:
     minibatches = epochs * -(-rollout // minibatch)
     return {
@@ -129,10 +166,15 @@ def main() -> None:
                 print(point, file=sys.stderr, flush=True)
             reference, fused = pair
             speedup = reference["seconds_per_update"] / fused["seconds_per_update"]
-            print(f"  fused / autograd gradient steps per second: {speedup:.2f}x", file=sys.stderr, flush=True)
+            floor = gemm_floor_ms(minibatch, threads)
+            print(
+                f"  fused / autograd gradient steps per second: {speedup:.2f}x; the products alone: {floor:.2f} ms a step",
+                file=sys.stderr,
+                flush=True,
+            )
             results.extend(pair)
             where = {"rollout": rollout, "minibatch": minibatch, "torch_threads": threads}
-            speedups.append({**where, "speedup": round(speedup, 2)})
+            speedups.append({**where, "speedup": round(speedup, 2), "gemm_floor_ms_per_minibatch": round(floor, 2)})
     print(
         json.dumps(
             {"bench": "learner", "torch": torch.__version__, "cores": os.cpu_count(), "results": results, "speedup": speedups}
