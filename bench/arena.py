@@ -1,16 +1,22 @@
 """Speed benchmark of the tank engine (arena.games.tank): tank-ticks per second on one core.
 
-Run ``python bench/arena.py`` (about 30 s; ``--seconds`` sets the time per
-measurement). Progress goes to stderr; the last stdout line is one JSON object.
+Run ``python bench/arena.py`` (about 70 s; ``--seconds`` sets the time per
+measurement, ``--no-numba`` skips the compiled engine). Progress goes to stderr; the
+last stdout line is one JSON object.
 
 What is measured (numpy only, no torch; BLAS/OpenMP threads limited to 1 and the
 process pinned to one CPU where the OS allows it):
 
 * ``engine``: the training-loop cycle ``step(actions)`` + ``reset(info.round_over)``
   + ``observe()`` with uniform random actions (pre-drawn, so the RNG is not timed),
-  for 1v1 with 1, 64, 256 and 1024 matches and an 8-tank free-for-all with 32 matches.
+  for 1v1 with 1, 64, 128, 256 and 1024 matches and an 8-tank free-for-all with 32 matches.
   ``step_only`` is the same without reset/observe. One tank-tick = one tank advanced by
   one tick, so a rate is steps/s x matches x tanks.
+* ``numba``: the same 1v1 cycle with ``TankBattle(..., engine="numba")`` (the compiled
+  kernels of ``arena/games/tank/compiled.py``; ``pip install 'arena-trainer[fast]'``), in
+  the same run, and its speedup over the numpy engine; plus the kernels' first-run compile
+  time and their load time from numba's disk cache, each in a fresh process with a fresh
+  cache folder (``NUMBA_CACHE_DIR``), import of numba excluded.
 * ``scripted``: the same cycle with the scripted bots computing the actions
   (tracker vs spinner, 256 matches): the cost of the bots on top of the engine.
 * ``baseline``: the same game written the naive way, a pure-Python loop over matches
@@ -21,7 +27,8 @@ process pinned to one CPU where the OS allows it):
   cost of one numpy elementwise op on a (256, 2) float64 array, the unit a vectorized
   step is made of.
 
-Target: >= 100,000 tank-ticks/s for 1v1 at 256 matches (``meets_target``).
+Target: >= 100,000 tank-ticks/s for 1v1 at 256 matches (``meets_target``); for the
+compiled engine >= 4,000,000 at 128 or 256 matches (``numba_meets_target``).
 """
 
 from __future__ import annotations
@@ -39,18 +46,24 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 sys.path.insert(0, os.path.dirname(_here))
 
 import argparse  # noqa: E402
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 import timeit  # noqa: E402
+from typing import Literal  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from arena.games.tank import ACT_DIM, TankBattle, TankRules, make_scripted  # noqa: E402
 
 TARGET = 100_000
+NUMBA_TARGET = 4_000_000
+ROOT = os.path.dirname(_here)
 
 
 def log(msg: str) -> None:
@@ -67,9 +80,11 @@ def pin_one_cpu() -> int | None:
         return None
 
 
-def bench_engine(n_matches: int, n_tanks: int, seconds: float, full_loop: bool = True) -> dict[str, float]:
+def bench_engine(
+    n_matches: int, n_tanks: int, seconds: float, full_loop: bool = True, engine: Literal["numpy", "numba"] = "numpy"
+) -> dict[str, float]:
     """Random actions; full_loop = step + reset(finished) + observe, else step alone."""
-    battle = TankBattle(n_matches, n_tanks, seed=0)
+    battle = TankBattle(n_matches, n_tanks, seed=0, engine=engine)
     rng = np.random.default_rng(0)
     actions = rng.uniform(-1, 1, (32, n_matches, n_tanks, ACT_DIM)).astype(np.float32)
     steps = 0
@@ -100,6 +115,25 @@ def bench_engine(n_matches: int, n_tanks: int, seconds: float, full_loop: bool =
         "us_per_step": dt / steps * 1e6,
         "rounds_finished": rounds,
     }
+
+
+def numba_compile_times() -> dict[str, float]:
+    """The kernels' compile time (first run) and cache-load time, each in a fresh process, one fresh cache folder."""
+    code = (
+        "import time; t0 = time.perf_counter()\n"
+        "from arena.games.tank import compiled\n"
+        "t1 = time.perf_counter(); seconds = compiled.compile_all()\n"
+        "print(t1 - t0, seconds)\n"
+    )
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="numba-cache-") as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        for key in ("compile_s", "cache_load_s"):
+            done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+            import_s, seconds = map(float, done.stdout.split())
+            out[key] = seconds
+            out["import_s"] = import_s
+    return out
 
 
 def bench_scripted(names: tuple[str, str], n_matches: int, seconds: float) -> dict[str, float]:
@@ -246,9 +280,41 @@ def bench_naive(n_matches: int, seconds: float) -> dict[str, float]:
     return {"tank_ticks_per_s": steps * n_matches * 2 / dt, "us_per_match_step": dt / (steps * n_matches) * 1e6}
 
 
+def bench_numba(seconds: float, numpy_engine: dict[str, dict[str, float]]) -> dict[str, object]:
+    """The compiled engine's 1v1 cycle beside the numpy one's (same run), and its compile and cache-load times."""
+    if importlib.util.find_spec("numba") is None:
+        log("numba engine: numba is not installed (pip install 'arena-trainer[fast]'): skipped")
+        return {"skipped": "numba is not installed"}
+    times = numba_compile_times()
+    log(
+        f"numba engine: compile {times['compile_s']:.1f} s on first run, {times['cache_load_s']:.2f} s from the cache "
+        f"(import of numba and the package {times['import_s']:.2f} s)"
+    )
+    rates: dict[str, float] = {}
+    for name, m in (("1v1_m1", 1), ("1v1_m64", 64), ("1v1_m128", 128), ("1v1_m256", 256), ("1v1_m1024", 1024)):
+        res = bench_engine(m, 2, seconds, engine="numba")
+        rates[name] = res["tank_ticks_per_s"]
+        speedup = res["tank_ticks_per_s"] / numpy_engine[name]["tank_ticks_per_s"]
+        log(
+            f"numba  {name:10s}: {res['tank_ticks_per_s']:>10,.0f} tank-ticks/s "
+            f"({res['us_per_step']:.1f} us per step+reset+observe, {speedup:.1f}x numpy)"
+        )
+    best = max(rates["1v1_m128"], rates["1v1_m256"])
+    return {
+        "engine_tank_ticks_per_s": {k: round(v) for k, v in rates.items()},
+        "speedup_vs_numpy": {k: round(v / numpy_engine[k]["tank_ticks_per_s"], 1) for k, v in rates.items()},
+        "compile_s": round(times["compile_s"], 2),
+        "cache_load_s": round(times["cache_load_s"], 3),
+        "import_s": round(times["import_s"], 3),
+        "target_tank_ticks_per_s": NUMBA_TARGET,
+        "meets_target": bool(best >= NUMBA_TARGET),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=2.5, help="timed window per measurement (default 2.5)")
+    ap.add_argument("--no-numba", action="store_true", help="skip the compiled engine (engine='numba')")
     args = ap.parse_args()
     sec = args.seconds
     cpu = pin_one_cpu()
@@ -259,6 +325,7 @@ def main() -> None:
     for name, m, t in (
         ("1v1_m1", 1, 2),
         ("1v1_m64", 64, 2),
+        ("1v1_m128", 128, 2),
         ("1v1_m256", 256, 2),
         ("1v1_m1024", 1024, 2),
         ("ffa8_m32", 32, 8),
@@ -269,6 +336,7 @@ def main() -> None:
             f"engine {name:10s}: {res['tank_ticks_per_s']:>10,.0f} tank-ticks/s "
             f"({res['steps_per_s']:,.0f} steps/s, {res['us_per_step']:.0f} us per step+reset+observe)"
         )
+    numba = bench_numba(sec, engine) if not args.no_numba else {"skipped": "--no-numba"}
     step_only: dict[str, float] = {}
     for name, m, t in (("1v1_m256", 256, 2), ("ffa8_m32", 32, 8)):
         res = bench_engine(m, t, sec, full_loop=False)
@@ -304,6 +372,7 @@ def main() -> None:
         "numpy_op_us_256x2": round(op_us, 3),
         "target_tank_ticks_per_s": TARGET,
         "meets_target": bool(best >= TARGET),
+        "numba": numba,
         "threads": 1,
         "pinned_cpu": cpu,
         "seconds_per_measurement": sec,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ..games.tank.engine import ENGINES
 from ..games.tank.rules import TankRules
 
 __all__ = ["LeagueBuilder", "LearningBotSpec"]
@@ -50,6 +51,8 @@ class LearningBotSpec:
     """This bot's place among the run's bots (its league state and seed follow it)."""
     royale_matches: int | None = None
     turns_per_s: float | None = None
+    engine: str = "numpy"
+    """The tank engine the bot's battle runs on (``TankBattle(engine=...)``: "numpy" or the compiled "numba")."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -60,6 +63,8 @@ class LearningBotSpec:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.royale_matches is not None and not self.royale_matches >= 1:
             problems.append(f"royale_matches must be >= 1, got {self.royale_matches}")
+        if self.engine not in ENGINES:
+            problems.append(f"engine must be one of {ENGINES}, got {self.engine!r}")
         if self.turns_per_s is not None and not self.turns_per_s > 0:
             problems.append(f"turns_per_s must be > 0, got {self.turns_per_s}")
         if problems:

@@ -95,6 +95,13 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     train.add_argument(
         "--ticks-per-round", type=_positive_int, default=2000, help="round tick cap, a truncation (default: 2000)"
     )
+    train.add_argument(
+        "--engine",
+        choices=("numpy", "numba"),
+        default="numpy",
+        help="the learning bots' tank engine: numpy (default) or numba, the same game bit for bit in compiled code "
+        "(pip install 'arena-trainer[fast]'; ~10 s to compile on first use, cached; docs/arena.md)",
+    )
     train.add_argument("--seed", type=int, default=0, help="seed for the games and the agent (default: 0)")
     train.add_argument("--out", type=Path, default=Path("runs/latest"), help="output directory (default: runs/latest)")
     train.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")

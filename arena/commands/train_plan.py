@@ -53,6 +53,8 @@ class TrainPlan:
     tensorboard: bool
     royale_matches: int
     royale_turns_per_s: float
+    engine: str
+    """The learning bots' tank engine: "numpy" (the reference) or "numba" (compiled, the same game bit for bit)."""
     server: ServerPlan
     flags: Mapping[str, Any]
     """The command line as parsed, for the record (TensorBoard's config); the run reads the fields above."""
@@ -130,6 +132,7 @@ class TrainPlan:
             tensorboard=flags.tensorboard,
             royale_matches=flags.royale_matches or ROYALE_MATCHES,
             royale_turns_per_s=flags.royale_turns_per_s or ROYALE_TURNS_PER_S,
+            engine=_engine(flags.engine),
             # reach bots send scalar rewards: the server owns no shaping of its own
             server=ServerPlan.from_flags(flags, sizes, TANK_REWARD if tank else None, shape),
             flags=dict(vars(flags)),
@@ -139,7 +142,7 @@ class TrainPlan:
         """The learning bots' spec (bot ``i`` of the run plays ``bot_spec(url).nth(i)``)."""
         return LearningBotSpec(
             url, self.opponents, self.matches, self.ticks_per_round, self.server.server.token, self.seed, "tank",
-            self.league,
+            self.league, engine=self.engine,
         )  # fmt: skip
 
     def royale_share_spec(self, url: str) -> LearningBotSpec:
@@ -167,6 +170,16 @@ class TrainPlan:
 def member_name(opponent: str) -> str:
     """A league member's name in tables: ``royale:PATH`` as ``royale:NAME`` (the bot directory's name)."""
     return f"royale:{Path(opponent.removeprefix('royale:')).name}" if opponent.startswith("royale:") else opponent
+
+
+def _engine(name: str) -> str:
+    """``--engine``: "numba" needs numba installed (one line now, not a traceback from the bot's process)."""
+    if name == "numba":
+        import importlib.util
+
+        if importlib.util.find_spec("numba") is None:
+            raise ValueError("--engine numba needs numba: pip install 'arena-trainer[fast]'")
+    return name
 
 
 def _check_royale_bots(kinds: list[str]) -> None:

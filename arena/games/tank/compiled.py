@@ -1,0 +1,230 @@
+"""The compiled (numba) engine of 1v1 tank battles: ``TankBattle(..., engine="numba")``.
+
+Why: the training loop steps 128-256 1v1 matches at a time, where the numpy engine spends most of
+its ~1.2 ms per tick in numpy's per-call overhead. :class:`CompiledEngine` runs the same tick and
+observation as a few numba kernels (:mod:`arena.games.tank.kernels`) over the battle's own arrays,
+in place, so every reader of the state (scripted bots, rewards, recorders, the dashboard) sees
+what it always saw. It is chosen per battle and only covers the training configuration;
+:meth:`TankBattle.step <arena.games.tank.engine.TankBattle.step>` asks :meth:`CompiledEngine.covers`
+each tick and runs the numpy code for anything else (recorded events, Tank Royale's turn coupling
+or rescan). Free-for-all battles (``n_tanks > 2``) never get one: they stay numpy.
+
+Importing this module imports numba (an optional dependency: ``pip install 'arena-trainer[fast]'``);
+``engine.py`` imports it only when a battle asks for ``engine="numba"``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import kernels
+from .events import StepInfo
+from .geometry import _OVERLAP_EPS, _PUSH_PASSES, DEG
+from .observation import LEAD_POWER, OBS_DIM
+from .rules import TankRules
+
+if TYPE_CHECKING:
+    from .engine import TankBattle
+
+__all__ = ["KERNELS", "CompiledEngine", "compile_all", "kernel_stats", "libm_matches_numpy", "rule_params"]
+
+KERNELS: tuple[str, ...] = ("step_1v1", "gun_bearing_1v1", "observe_1v1", "reset_1v1")
+"""The entry points in :mod:`arena.games.tank.kernels` (each compiled, or loaded from the cache, on first use)."""
+
+
+def rule_params(rules: TankRules, heat_eps: float, ram_tol: float) -> NDArray[np.float64]:
+    """The rules as the kernels' float64 vector (``kernels.PARAMS`` order).
+
+    Every derived constant is computed with the very expression the numpy code uses (``(2.0 * rad - ram_tol) ** 2``,
+    ``2.0 / width``...), so both engines compare against the same doubles.
+    """
+    r = rules
+    n_tanks = 2
+    rad = r.tank_radius
+    lim = 2.0 * rad
+    values = {
+        "min_power": r.min_bullet_power,
+        "power_span": r.max_bullet_power - r.min_bullet_power,
+        "heat_eps": heat_eps,
+        "cooling": r.gun_cooling_rate,
+        "heat_base": r.gun_heat_base,
+        "heat_factor": r.gun_heat_factor,
+        "speed_base": r.bullet_speed_base,
+        "speed_factor": r.bullet_speed_factor,
+        "max_speed": r.max_speed,
+        "accel": r.acceleration,
+        "decel": r.deceleration,
+        "turn": r.max_turn_rate,
+        "turn_speed": r.turn_rate_speed_factor,
+        "gun_turn": r.max_gun_turn_rate,
+        "radar_turn": r.max_radar_turn_rate,
+        "radius": rad,
+        "width": r.width,
+        "height": r.height,
+        "x_max": r.width - rad,
+        "y_max": r.height - rad,
+        "wall_factor": r.wall_damage_factor,
+        "wall_offset": r.wall_damage_offset,
+        "ram_limit2": (2.0 * rad - ram_tol) ** 2,
+        "ram_damage": r.ram_damage,
+        "score_ram": r.score_ram_damage,
+        "bonus_ram": r.bonus_ram_kill,
+        "push_lim": lim,
+        "push_limit2": lim * lim - _OVERLAP_EPS,
+        "push_passes": _PUSH_PASSES,
+        "collisions": float(r.bullet_collisions),
+        "radius2": rad * rad,
+        "damage_factor": r.bullet_damage_factor,
+        "damage_bonus": r.bullet_damage_bonus,
+        "score_bullet": r.score_bullet_damage,
+        "bonus_bullet": r.bonus_bullet_kill,
+        "energy_return": r.bullet_energy_return,
+        "inactivity_ticks": r.inactivity_ticks,
+        "zap": r.inactivity_zap,
+        "survival": r.score_survival,
+        "last_survivor": r.score_last_survivor * (n_tanks - 1),
+        "max_ticks": r.max_ticks,
+        "max_distance": r.max_distance,
+        "lead_speed": r.bullet_speed_base - r.bullet_speed_factor * LEAD_POWER,
+        "start_energy": r.start_energy,
+        "start_heat": r.start_gun_heat,
+        "x_scale": 2.0 / r.width,
+        "y_scale": 2.0 / r.height,
+        "inv_max_speed": 1.0 / r.max_speed,
+        "inv_start_energy": 1.0 / r.start_energy,
+        "inv_start_heat": 1.0 / r.start_gun_heat,
+        "inv_max_distance": 1.0 / r.max_distance,
+    }
+    assert tuple(values) == kernels.PARAMS, "rule_params and kernels.PARAMS list the same names in the same order"
+    return np.array([float(v) for v in values.values()], np.float64)
+
+
+class CompiledEngine:
+    """The numba step and observation of one 1v1 :class:`~arena.games.tank.engine.TankBattle`.
+
+    It holds only the rules as constants and a little scratch; the state stays the battle's public arrays,
+    read afresh at every call (so a numpy step in between, or a caller's edit, is always seen).
+    """
+
+    def __init__(self, battle: TankBattle, heat_eps: float, ram_tol: float) -> None:
+        if battle.n_tanks != 2:
+            raise ValueError(f"the compiled engine plays 1v1 only, got {battle.n_tanks} tanks")
+        M, B = battle.n_matches, battle.n_bullets
+        self.params = rule_params(battle.rules, heat_eps, ram_tol)
+        self._work = np.zeros((len(kernels.WORK), M, 2))
+        self._lead_x, self._lead_y = self._work[kernels.LEAD_X], self._work[kernels.LEAD_Y]
+        self._key = np.full((M, len(kernels.KEYS)), np.nan)  # nothing cached yet
+        self._flag = np.zeros((len(kernels.SCRATCH), max(B, 2)), bool)
+        self._tmp = np.zeros((len(kernels.SCRATCH64), max(B, 2)))
+        r = battle.rules
+        ncx = int(r.width // r.spawn_cell)
+        ncy = int(r.height // r.spawn_cell)
+        cw, ch = r.width / ncx, r.height / ncy
+        self._spawn = np.array([ncx, cw, ch, cw - 2 * r.tank_radius, ch - 2 * r.tank_radius])  # as TankBattle.reset
+
+    @staticmethod
+    def covers(battle: TankBattle) -> bool:
+        """Whether the kernels play this tick: not when events are recorded or Tank Royale's flags are set."""
+        return not battle.record_events and battle.turn_coupling is None and battle.rescan is None
+
+    def step(self, battle: TankBattle, actions: Any) -> StepInfo:
+        """TankBattle.step, compiled: the same state changes and the same StepInfo."""
+        b = battle
+        M = b.n_matches
+        a = np.ascontiguousarray(actions, np.float64)  # one compiled variant (float32 would be a second: +10 s)
+        if a.shape != (M, 2, 5):
+            raise ValueError(f"actions must have shape ({M}, 2, 5), got {a.shape}")
+        info32 = np.empty((len(kernels.INFO32), M, 2), np.float32)
+        died = np.empty((M, 2), bool)
+        work = self._work
+        reward_terms = bool(b.reward_terms)
+        kernels.step_1v1(
+            self.params, reward_terms, a,
+            b.x, b.y, b.heading, b.velocity, b.energy, b.gun_heading, b.radar_heading, b.gun_heat, b.alive, b.scores,
+            b.tick, b.inactive_ticks, b.round_over, b.truncated, b.winner, b.bullet_damage_dealt, b.ram_damage_dealt,
+            b.bullet_active, b.bullet_x, b.bullet_y, b.bullet_heading, b.bullet_power, b.bullet_speed, b.bullet_owner,
+            b._bullet_dx, b._bullet_dy, work, self._key, self._flag, self._tmp, info32, died,
+        )  # fmt: skip
+        energy_delta, enemy_energy_delta, damage_dealt, enemy_distance, gun_bearing_abs, scores = info32
+        if reward_terms:  # numpy's own arctan2 (a SIMD routine on AVX-512, not the C library's), then the bearing
+            angle = np.arctan2(self._lead_y, self._lead_x)
+            kernels.gun_bearing_1v1(angle, b.gun_heading, b.alive, gun_bearing_abs)
+        b.last_events = None
+        return StepInfo(
+            energy_delta=energy_delta,
+            enemy_energy_delta=enemy_energy_delta,
+            damage_dealt=damage_dealt,
+            enemy_distance=enemy_distance,
+            max_distance=float(b.max_distance),
+            gun_bearing_abs=gun_bearing_abs,
+            alive=b.alive.copy(),
+            died=died,
+            round_over=b.round_over.copy(),
+            truncated=b.truncated.copy(),
+            scores=scores,
+            winner=b.winner.copy(),
+        )
+
+    def reset(
+        self,
+        battle: TankBattle,
+        idx: NDArray[np.intp],
+        cells: NDArray[np.intp],
+        jitter: NDArray[np.float64],
+        heading: NDArray[np.float64],
+    ) -> None:
+        """The state writes of TankBattle.reset (its random draws are the caller's, from the battle's RNG)."""
+        b = battle
+        kernels.reset_1v1(
+            self.params, self._spawn, idx, cells, jitter, heading,
+            b.x, b.y, b.heading, b.velocity, b.energy, b.gun_heading, b.radar_heading, b.gun_heat, b.alive, b.scores,
+            b.tick, b.round, b.inactive_ticks, b.round_over, b.truncated, b.winner, b.bullet_damage_dealt,
+            b.ram_damage_dealt, b.bullet_active,
+        )  # fmt: skip
+
+    def observe(self, battle: TankBattle) -> NDArray[np.float32]:
+        """TankBattle.observe, compiled: (M, 2, OBS_DIM) float32."""
+        b = battle
+        out = np.empty((b.n_matches, 2, OBS_DIM), np.float32)
+        kernels.observe_1v1(
+            self.params, b.x, b.y, b.heading, b.velocity, b.energy, b.gun_heading, b.radar_heading, b.gun_heat, b.alive,
+            b.scores, self._work, self._key, out,
+        )  # fmt: skip
+        return out
+
+
+def compile_all() -> float:
+    """Compile (or load from numba's cache) every kernel on a tiny battle; returns the seconds it took."""
+    from .engine import TankBattle
+
+    t0 = time.perf_counter()
+    battle = TankBattle(1, 2, engine="numba")
+    battle.step(np.zeros((1, 2, 5)))
+    battle.observe()
+    return time.perf_counter() - t0
+
+
+def kernel_stats() -> dict[str, Any]:
+    """numba's compile statistics of each kernel (``cache_hits`` / ``cache_misses`` by signature), for the tests."""
+    return {name: getattr(kernels, name).stats for name in KERNELS}
+
+
+def libm_matches_numpy(n: int = 20_000, seed: int = 0) -> bool:
+    """Whether the kernels' sin, cos, hypot and sqrt give numpy's float64 results, bit for bit, on this machine.
+
+    The premise of the engines' bit-equality: the kernels call the C library, and so does numpy for these four
+    (x86-64 Linux, numpy 1.26 and 2.4 as tested); a numpy that vectorizes them with its own routines (as it does
+    arctan2 on AVX-512) would differ in the last bit now and then. Probed on ``n`` random angles in [0, 2 pi) and
+    coordinates in the field's range.
+    """
+    rng = np.random.default_rng(seed)
+    angle = rng.random(n) * 360.0 * DEG
+    x, y = rng.uniform(-1000.0, 1000.0, (2, n))
+    out = np.empty((4, n))
+    kernels.libm_probe(angle, x, y, out)
+    expected = (np.sin(angle), np.cos(angle), np.hypot(x, y), np.sqrt(x * x + y * y))
+    return all(got.tobytes() == want.tobytes() for got, want in zip(out, expected, strict=True))
