@@ -28,7 +28,10 @@ and the next :func:`observe_1v1` reuses when the match has not changed since. Wh
 the C library's sin/cos and hypot, about 40% of a tick.
 
 Kernels are ``@njit(cache=True)``: compiled once per machine (~10 s), then loaded from numba's
-cache next to this file (``__pycache__``) in well under a second. Only
+cache next to this file (``__pycache__``) in well under a second. Why one file of ~1,000 lines,
+past the house's size: numba's cache is keyed to the file that defines a kernel, not to the files
+its inlined helpers come from, so a phase moved to a module of its own could change without the
+cached kernels noticing and bots would run stale code. The sections below are the file's rooms. Only
 :mod:`arena.games.tank.compiled` imports this module: the numpy engine never imports numba.
 """
 
