@@ -266,7 +266,7 @@ def play_learning_bot(
         OSError, TimeoutError: the server could not be reached (``arena worker`` retries).
     """
     n_matches, seed = spec.n_matches, spec.seed
-    battle = TankBattle(n_matches, 2, spec.rules, seed=seed, engine=spec.engine)  # type: ignore[arg-type]
+    battle = TankBattle(n_matches, 2, spec.rules, seed=seed, engine=spec.engine)
     rivals: OpponentPool = (
         spec.league.build(n_matches, seed, worker=spec.index) if spec.league is not None
         else _Opponents(_opponent_names(spec.opponents, n_matches), seed, opponent_factory)

@@ -8,7 +8,7 @@ record: a worker process receives it as is, and the n-th bot of a run is ``spec.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ..games.tank.engine import ENGINES
 from ..games.tank.rules import TankRules
@@ -51,7 +51,7 @@ class LearningBotSpec:
     """This bot's place among the run's bots (its league state and seed follow it)."""
     royale_matches: int | None = None
     turns_per_s: float | None = None
-    engine: str = "numpy"
+    engine: Literal["numpy", "numba"] = "numpy"
     """The tank engine the bot's battle runs on (``TankBattle(engine=...)``: "numpy" or the compiled "numba")."""
 
     def __post_init__(self) -> None:

@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..bots.spec import LearningBotSpec
 from ..defaults import ROYALE_MATCHES, ROYALE_TURNS_PER_S, TANK_MATCHES, Layout, choose_layout
@@ -53,7 +53,7 @@ class TrainPlan:
     tensorboard: bool
     royale_matches: int
     royale_turns_per_s: float
-    engine: str
+    engine: Literal["numpy", "numba"]
     """The learning bots' tank engine: "numpy" (the reference) or "numba" (compiled, the same game bit for bit)."""
     server: ServerPlan
     flags: Mapping[str, Any]
@@ -172,7 +172,7 @@ def member_name(opponent: str) -> str:
     return f"royale:{Path(opponent.removeprefix('royale:')).name}" if opponent.startswith("royale:") else opponent
 
 
-def _engine(name: str) -> str:
+def _engine(name: Literal["numpy", "numba"]) -> Literal["numpy", "numba"]:
     """``--engine``: "numba" needs numba installed (one line now, not a traceback from the bot's process)."""
     if name == "numba":
         import importlib.util
