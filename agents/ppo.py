@@ -36,7 +36,7 @@ from .networks import Critic, GaussianActor, check_same_shapes
 
 __all__ = ["PPOAgent", "PPOConfig", "adam_step_unless"]
 
-_TOTALS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
+_TOTALS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "mean_excess", "grad_norm")
 """Per-minibatch statistics the step sums on the device (then its done and skipped counts)."""
 _GRAPH_WARMUP_STEPS = 3
 """Eager minibatch steps (on a side stream) before capture, as the PyTorch CUDA-graph recipe asks."""
@@ -52,6 +52,10 @@ class PPOConfig:
     """Hidden layer widths of both actor and critic (3 linear layers with the defaults)."""
     activation: str = "tanh"
     learning_rate: float = 3e-4
+    final_lr_fraction: float = 1.0
+    """The learning rate at the end of the run's budget, as a fraction of ``learning_rate``: it falls
+    linearly with the progress the run reports (:meth:`PPOAgent.set_progress`). 1.0 (the seed's) keeps it
+    constant; CleanRL and Stable-Baselines3's zoo anneal to 0. A run that reports no progress keeps the start rate."""
     adam_eps: float = 1e-8
     gamma: float = 0.99
     gae_lambda: float = 0.95
@@ -59,6 +63,13 @@ class PPOConfig:
     value_coef: float = 0.5
     entropy_coef: float = 0.01
     """Entropy bonus; gated off for dimensions whose log-std sits at the ceiling (runaway std)."""
+    mean_bound: float = 1.0
+    """Where the actor's mean may go without cost: the bots clip actions to [-1, 1], so a mean past that plays the same
+    action and only moves the other side of the bound out of exploration's reach (see ``mean_bound_coef``)."""
+    mean_bound_coef: float = 0.0
+    """Weight of the penalty ``sum over dims of max(|mean| - mean_bound, 0)^2`` (batch mean) in the loss; 0 (the seed's)
+    adds nothing. Why: nothing pulls a mean that drifted past the clip back, and a tank's fire dimension at -1.8 with a
+    std of 0.4 fires one tick in 6,000: the run stops finding out that firing pays (docs/agents.md)."""
     epochs: int = 4
     minibatch_size: int = 64
     max_grad_norm: float = 0.5
@@ -112,10 +123,14 @@ class PPOConfig:
             problems.append(f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
         if not 0.0 < self.clip_epsilon < 1.0:
             problems.append(f"clip_epsilon must be in (0, 1), got {self.clip_epsilon}")
+        if not 0.0 <= self.final_lr_fraction <= 1.0:
+            problems.append(f"final_lr_fraction must be in [0, 1], got {self.final_lr_fraction}")
         for name in ("learning_rate", "adam_eps", "max_grad_norm", "max_log_ratio", "skip_grad_norm"):
             if not getattr(self, name) > 0:
                 problems.append(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("value_coef", "entropy_coef"):
+        if not self.mean_bound > 0:
+            problems.append(f"mean_bound must be > 0, got {self.mean_bound}")
+        for name in ("value_coef", "entropy_coef", "mean_bound_coef"):
             if not getattr(self, name) >= 0:
                 problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
         if not all(math.isfinite(v) for v in (self.log_std_init, self.log_std_min, self.log_std_max)):
@@ -170,6 +185,8 @@ class PPOAgent:
         """Full minibatches replay :meth:`_guarded_step` from a CUDA graph, which skips on the device.
         Set on the CPU (tests only), the step runs without a graph but skips as a graph does: that is
         how the CPU tests check the graph's guard against the eager one."""
+        self.progress = 0.0
+        """The share of the run's budget spent, in [0, 1] (:meth:`set_progress`); it sets the learning rate."""
         self.optimizer = self._new_optimizer()
         self.updates = 0
         self._segments: list[Segment] = []
@@ -205,13 +222,33 @@ class PPOAgent:
         # 2048-step update ~25% faster on this 2-core CPU (the Adam math is the same). The
         # device-side skip guard needs it too (see adam_step_unless), and a graph needs
         # capturable (its step counts live on the device; fused ignores the flag otherwise).
-        return torch.optim.Adam(
-            params,
-            lr=self.config.learning_rate,
-            eps=self.config.adam_eps,
-            fused=True,
-            capturable=self.use_graph and self.device.type == "cuda",
-        )
+        capturable = self.use_graph and self.device.type == "cuda"
+        # A captured graph replays the Adam step with the learning rate it saw, unless that rate is a
+        # tensor it reads on the device (fused and capturable Adam take one): then an annealed rate is seen.
+        lr: float | Tensor = torch.tensor(self.learning_rate, device=self.device) if capturable else self.learning_rate
+        return torch.optim.Adam(params, lr=lr, eps=self.config.adam_eps, fused=True, capturable=capturable)
+
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate now: ``learning_rate`` falling linearly to ``final_lr_fraction`` of it with :attr:`progress`."""
+        cfg = self.config
+        return cfg.learning_rate * (1.0 - (1.0 - cfg.final_lr_fraction) * self.progress)
+
+    def set_progress(self, fraction: float) -> None:
+        """The share of the run's budget spent (clipped to [0, 1]); the next update runs at the rate it sets.
+
+        Called by whoever knows the budget (``arena train``'s watch loop, from any thread): a plain float
+        the trainer thread reads once per update.
+        """
+        self.progress = min(max(float(fraction), 0.0), 1.0) if math.isfinite(fraction) else self.progress
+
+    def _apply_learning_rate(self) -> None:
+        rate = self.learning_rate
+        for group in self.optimizer.param_groups:
+            if isinstance(group["lr"], Tensor):
+                group["lr"].fill_(rate)
+            else:
+                group["lr"] = rate
 
     # ── data in ──────────────────────────────────────────────────────────────
 
@@ -302,6 +339,8 @@ class PPOAgent:
             old_logp, adv_t = self._anchor_at_current_policy(mean, actions, old_logp, adv_t)
 
         n = len(obs)
+        if cfg.final_lr_fraction != 1.0:
+            self._apply_learning_rate()
         # One matrix, so a minibatch is one gather (not five): the five took ~7% of a step on the CPU.
         rollout = torch.cat([obs, actions, old_logp[:, None], adv_t[:, None], ret_t[:, None]], dim=1)
         self._totals.zero_()
@@ -336,6 +375,7 @@ class PPOAgent:
                 "train/segments": float(len(segments)),
                 "train/advantage_guard": {"normalized": 0.0, "centered": 1.0, "zeroed": 2.0}[adv_branch],
                 "train/std_mean": float(self.actor.clamped_log_std().detach().exp().mean()),
+                "train/learning_rate": self.learning_rate,
                 "train/reward_mean": float(np.mean(np.concatenate(rewards))),
             }
         )
@@ -372,7 +412,8 @@ class PPOAgent:
             eps, max_log_ratio = cfg.clip_epsilon, cfg.max_log_ratio
             surrogate = clipped_surrogate(mean, log_std, value, actions, old_logp, adv, ret, eps, max_log_ratio)
         else:
-            surrogate = self._surrogate_by_autograd(obs, actions, old_logp, adv, ret, log_std)
+            mean = self.actor(obs)
+            surrogate = self._surrogate_by_autograd(obs, mean, actions, old_logp, adv, ret, log_std)
         policy_loss, value_loss, approx_kl, clip_fraction = surrogate
         # entropy bonus, gated per dimension at the log-std ceiling so it cannot push std up forever
         at_ceiling = self.actor.log_std.detach() >= cfg.log_std_max
@@ -380,6 +421,11 @@ class PPOAgent:
         entropy = (gated + 0.5 * (1.0 + math.log(2.0 * math.pi))).sum()
         # the value loss with the seed's coefficient
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+        if cfg.mean_bound_coef > 0:  # autograd adds its gradient to the fused node's mean output
+            mean_excess = (mean.abs() - cfg.mean_bound).clamp(min=0.0).pow(2).sum(dim=-1).mean()
+            loss = loss + cfg.mean_bound_coef * mean_excess
+        else:
+            mean_excess = torch.zeros((), device=mean.device)
         return {
             "loss": loss,
             "policy_loss": policy_loss.detach(),
@@ -387,14 +433,15 @@ class PPOAgent:
             "entropy": entropy.detach(),
             "approx_kl": approx_kl,
             "clip_fraction": clip_fraction,
+            "mean_excess": mean_excess.detach(),
         }
 
     def _surrogate_by_autograd(
-        self, obs: Tensor, actions: Tensor, old_logp: Tensor, adv: Tensor, ret: Tensor, log_std: Tensor
+        self, obs: Tensor, mean: Tensor, actions: Tensor, old_logp: Tensor, adv: Tensor, ret: Tensor, log_std: Tensor
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """:func:`agents.fused.clipped_surrogate` of the plain modules, in autograd: the reference (``fused=False``)."""
         cfg = self.config
-        new_logp = self.actor.log_prob_at(self.actor(obs), actions)[0]
+        new_logp = self.actor.log_prob_at(mean, actions)[0]
         log_ratio = (new_logp - old_logp).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
         ratio = log_ratio.exp()
         surr1 = ratio * adv
@@ -537,11 +584,12 @@ class PPOAgent:
             warnings.warn(f"optimizer state not reusable ({exc}); Adam re-created", stacklevel=2)
             self.optimizer = self._new_optimizer()
         for group in self.optimizer.param_groups:  # the run's config wins over the checkpoint's
-            group["lr"] = self.config.learning_rate
             group["eps"] = self.config.adam_eps
             # So does this device's: a checkpoint from an eager or CPU run says capturable=False, and
             # load_state_dict copies that flag too, which would make the next graph capture fail.
             group["capturable"] = self.optimizer.defaults["capturable"]
+            group["lr"] = self.optimizer.defaults["lr"]  # a float, or on a graph the device tensor
+        self._apply_learning_rate()
         self.updates = int(state.get("updates", 0))
         self._graph = None  # it captured the replaced optimizer's state tensors: capture again
         self._warmup_left = _GRAPH_WARMUP_STEPS

@@ -19,6 +19,11 @@ process pinned to one CPU where the OS allows it):
   cache folder (``NUMBA_CACHE_DIR``), import of numba excluded.
 * ``scripted``: the same cycle with the scripted bots computing the actions
   (tracker vs spinner, 256 matches): the cost of the bots on top of the engine.
+* ``opponents``: the learning bot's game without its policy, as a league seats it: 128 matches,
+  tank 1 of each played by one of the four scripted bots (a quarter of the matches each, on
+  their rows, as ``arena.league.MixedSeat`` calls them), tank 0 by ``tracker``; numpy engine
+  and bots beside the compiled ones (``engine="numba"`` for both), in microseconds per
+  step (one step = one match advanced one tick, the unit of the trainer's steps/s).
 * ``baseline``: the same game written the naive way, a pure-Python loop over matches
   and tanks per tick (math module, no numpy): velocity, turns, moves, walls, firing,
   bullet flight and hits, and the 23-column observation of each tank; no rams, scores
@@ -136,9 +141,11 @@ def numba_compile_times() -> dict[str, float]:
     return out
 
 
-def bench_scripted(names: tuple[str, str], n_matches: int, seconds: float) -> dict[str, float]:
-    battle = TankBattle(n_matches, 2, seed=0)
-    bots = [make_scripted(n, n_matches, seed=i) for i, n in enumerate(names)]
+def bench_scripted(
+    names: tuple[str, str], n_matches: int, seconds: float, engine: Literal["numpy", "numba"] = "numpy"
+) -> dict[str, float]:
+    battle = TankBattle(n_matches, 2, seed=0, engine=engine)
+    bots = [make_scripted(n, n_matches, seed=i, engine=engine) for i, n in enumerate(names)]
     act = np.empty((n_matches, 2, ACT_DIM), np.float32)
     obs = battle.observe()
     steps = 0
@@ -166,6 +173,42 @@ def bench_scripted(names: tuple[str, str], n_matches: int, seconds: float) -> di
         "tank_ticks_per_s": steps * n_matches * 2 / dt,
         "bots_share": t_bots / dt,
     }
+
+
+def bench_opponents(n_matches: int, seconds: float, engine: Literal["numpy", "numba"]) -> dict[str, float]:
+    """Engine + the league's four scripted bots on their rows (tank 1) + tracker (tank 0): us per match-tick."""
+    names = ("sitting", "spinner", "walker", "tracker")
+    battle = TankBattle(n_matches, 2, seed=0, engine=engine)
+    player = make_scripted("tracker", n_matches, seed=99, engine=engine)
+    seats = [(make_scripted(n, n_matches, seed=i, engine=engine), np.arange(i, n_matches, 4)) for i, n in enumerate(names)]
+    act = np.empty((n_matches, 2, ACT_DIM), np.float32)
+    obs = battle.observe()
+    steps = 0
+    t_bots = 0.0
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    while True:
+        tb = time.perf_counter()
+        act[:, 0] = player.act(obs[:, 0])
+        seat_obs = obs[:, 1]
+        for bot, rows in seats:
+            act[rows, 1] = bot.act(seat_obs[rows], rows=rows)
+        t_bots += time.perf_counter() - tb
+        info = battle.step(act)
+        after = battle.observe()
+        if info.round_over.any():
+            battle.reset(info.round_over)
+            player.reset(info.round_over)
+            for bot, _ in seats:
+                bot.reset(info.round_over)
+            after = battle.observe()
+        obs = after
+        steps += 1
+        now = time.perf_counter()
+        if now >= deadline:
+            break
+    dt = now - t0
+    return {"us_per_step": dt / (steps * n_matches) * 1e6, "bots_us_per_step": t_bots / (steps * n_matches) * 1e6}
 
 
 # --- naive baseline: the same rules as a per-match, per-tank Python loop ---------------------------
@@ -347,6 +390,14 @@ def main() -> None:
         f"scripted tracker vs spinner, 256 matches: {scripted['tank_ticks_per_s']:>10,.0f} tank-ticks/s "
         f"(bots take {scripted['bots_share']:.0%} of the time)"
     )
+    opponents = {"numpy": bench_opponents(128, sec, "numpy")}
+    if not args.no_numba and importlib.util.find_spec("numba") is not None:
+        opponents["numba"] = bench_opponents(128, sec, "numba")
+    for name, res in opponents.items():
+        log(
+            f"opponents ({name} engine and bots), 128 matches: {res['us_per_step']:.2f} us per step, "
+            f"of which the bots {res['bots_us_per_step']:.2f}"
+        )
     naive = bench_naive(8, sec)
     log(
         f"baseline naive Python loop (8 matches, step + observe): {naive['tank_ticks_per_s']:>10,.0f} tank-ticks/s "
@@ -366,6 +417,8 @@ def main() -> None:
         "step_only_tank_ticks_per_s": {k: round(v) for k, v in step_only.items()},
         "scripted_tracker_vs_spinner_m256_tank_ticks_per_s": round(scripted["tank_ticks_per_s"]),
         "scripted_bots_time_share": round(scripted["bots_share"], 3),
+        "opponents_m128_us_per_step": {k: round(v["us_per_step"], 2) for k, v in opponents.items()},
+        "opponents_m128_bots_us_per_step": {k: round(v["bots_us_per_step"], 2) for k, v in opponents.items()},
         "baseline": "naive pure-Python per-match/per-tank loop: same physics + observation, no rams/scores/zap; 8 matches 1v1",
         "baseline_tank_ticks_per_s": round(naive["tank_ticks_per_s"]),
         "speedup_vs_baseline_1v1_m256": round(best / naive["tank_ticks_per_s"], 1),

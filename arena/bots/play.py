@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from bot_protocol import Policy, RewardMode
 from bot_protocol.client import BlockingBotClient, ClientConfig
 
-from ..games.tank.engine import ACT_DIM, TankBattle
+from ..games.tank.engine import ACT_DIM, EngineName, TankBattle
 from ..games.tank.events import StepInfo
 from ..games.tank.observation import OBS_DIM
 from ..games.tank.rules import TankRules
@@ -63,11 +63,11 @@ class MatchObserver(Protocol):
 
 
 class ScriptedController:
-    """A scripted opponent by name (``sitting``, ``spinner``, ``walker``, ``tracker``)."""
+    """A scripted opponent by name (``sitting``, ``spinner``, ``walker``, ``tracker``); ``engine="numba"``: compiled."""
 
-    def __init__(self, name: str, n: int, seed: int = 0) -> None:
+    def __init__(self, name: str, n: int, seed: int = 0, engine: EngineName = "numpy") -> None:
         self.name = name
-        self._bot = make_scripted(name, n, seed)
+        self._bot = make_scripted(name, n, seed, engine=engine)
 
     @property
     def rules(self) -> TankRules:
@@ -112,8 +112,10 @@ RoundResult = tuple[bool, float, str, bool]
 """A finished round of the learner: (won, its score, the opponent's name, drawn)."""
 
 
-def make_opponent(kind: str, n: int, seed: int) -> Controller:
-    """A fixed opponent: a scripted bot by name, else a policy file (checkpoint, run directory, weights file).
+def make_opponent(kind: str, n: int, seed: int, engine: EngineName = "numpy") -> Controller:
+    """A fixed opponent: a scripted bot by name (computed by ``engine``), else a policy file.
+
+    A policy file is a checkpoint, a run directory or a weights file.
 
     Raises:
         FileNotFoundError, ValueError: ``kind`` names no scripted bot and no loadable policy.
@@ -121,7 +123,7 @@ def make_opponent(kind: str, n: int, seed: int) -> Controller:
     from ..games.tank.scripted import SCRIPTED
 
     if kind in SCRIPTED:
-        return ScriptedController(kind, n, seed)
+        return ScriptedController(kind, n, seed, engine)
     from pathlib import Path
 
     from .policies import load_policy
@@ -250,7 +252,7 @@ def play_learning_bot(
     report: Callable[[list[RoundResult], int], None] | None = None,
     connected: Callable[[BlockingBotClient], None] | None = None,
     watch: Callable[[TankBattle], None] | None = None,
-    opponent_factory: Callable[[str, int, int], Controller] = make_opponent,
+    opponent_factory: Callable[[str, int, int], Controller] | None = None,
 ) -> MatchLog:
     """Play 1v1 rounds as the learning websocket bot ``spec`` until ``spec.rounds`` rounds end or ``stop`` is set.
 
@@ -259,7 +261,8 @@ def play_learning_bot(
     the client once the handshake is done, e.g. to show its policy version from another thread.
     ``watch`` (if given) sees the battle after every tick, before finished rounds are reset
     (the live dashboard's match view, a pacer, the Tank Royale bridge). ``opponent_factory`` makes
-    the fixed mix's controllers (the Tank Royale bridge supplies its own).
+    the fixed mix's controllers (the Tank Royale bridge supplies its own; by default :func:`make_opponent`,
+    its scripted bots on the spec's engine).
 
     Raises:
         HandshakeRejected: the server refused this bot for good (token, sizes).
@@ -268,8 +271,11 @@ def play_learning_bot(
     n_matches, seed = spec.n_matches, spec.seed
     battle = TankBattle(n_matches, 2, spec.rules, seed=seed, engine=spec.engine)
     rivals: OpponentPool = (
-        spec.league.build(n_matches, seed, worker=spec.index) if spec.league is not None
-        else _Opponents(_opponent_names(spec.opponents, n_matches), seed, opponent_factory)
+        spec.league.build(n_matches, seed, worker=spec.index, engine=spec.engine) if spec.league is not None
+        else _Opponents(
+            _opponent_names(spec.opponents, n_matches), seed,
+            opponent_factory or (lambda kind, n, s: make_opponent(kind, n, s, spec.engine)),
+        )
     )  # fmt: skip
     log = log or MatchLog()
     # wss:// verifies with the system's CAs (SSL_CERT_FILE adds others): see BotClient.connect.

@@ -8,9 +8,9 @@ record: a worker process receives it as is, and the n-th bot of a run is ``spec.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from ..games.tank.engine import ENGINES
+from ..games.tank.engine import ENGINES, EngineName
 from ..games.tank.rules import TankRules
 
 __all__ = ["LeagueBuilder", "LearningBotSpec"]
@@ -23,8 +23,8 @@ class LeagueBuilder(Protocol):
     two packages in a circle.
     """
 
-    def build(self, n_matches: int, seed: int, worker: int = 0) -> Any:
-        """The opponents of ``n_matches`` matches (an ``arena.bots.play.OpponentPool``)."""
+    def build(self, n_matches: int, seed: int, worker: int = 0, engine: EngineName = "numpy") -> Any:
+        """The opponents of ``n_matches`` matches (an ``arena.bots.play.OpponentPool``), scripted bots on ``engine``."""
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,9 @@ class LearningBotSpec:
     """This bot's place among the run's bots (its league state and seed follow it)."""
     royale_matches: int | None = None
     turns_per_s: float | None = None
-    engine: Literal["numpy", "numba"] = "numpy"
-    """The tank engine the bot's battle runs on (``TankBattle(engine=...)``: "numpy" or the compiled "numba")."""
+    engine: EngineName = "numpy"
+    """The tank engine the bot's battle and its scripted opponents run on: "numpy" or the compiled "numba"
+    (``TankBattle(engine=...)``, ``make_scripted(..., engine=...)``; the same game bit for bit)."""
 
     def __post_init__(self) -> None:
         problems = []

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from bot_protocol import Policy
 
 from ..bots.play import Controller, PolicyController, ScriptedController
-from ..games.tank.engine import ACT_DIM
+from ..games.tank.engine import ACT_DIM, EngineName
 from ..games.tank.events import StepInfo
 from .matchmaking import SELF, League, LeagueConfig, Member
 from .seats import MixedSeat
@@ -61,8 +61,8 @@ class LeagueSpec:
             parts.append(f"self-play {c.self_share:.0%}")
         return "; ".join(parts) + (", resumed" if self.resume else "")
 
-    def build(self, n_matches: int, seed: int, worker: int = 0) -> LeagueOpponents:
-        """The league's opponents for ``n_matches`` matches (the saved league when resuming).
+    def build(self, n_matches: int, seed: int, worker: int = 0, engine: EngineName = "numpy") -> LeagueOpponents:
+        """The league's opponents for ``n_matches`` matches (the saved league when resuming); scripted bots on ``engine``.
 
         Raises:
             FileNotFoundError, ValueError: a policy file or the saved state cannot be loaded.
@@ -85,7 +85,7 @@ class LeagueSpec:
                     league.members.insert(len(league.opponents()), Member(name, "file", path))
         else:
             league = League.start(self.config, self.scripted, dict(self.files))
-        return LeagueOpponents(league, n_matches, seed, policies, store)
+        return LeagueOpponents(league, n_matches, seed, policies, store, engine)
 
 
 class LeagueOpponents:
@@ -96,9 +96,16 @@ class LeagueOpponents:
     """
 
     def __init__(
-        self, league: League, n_matches: int, seed: int, policies: dict[str, Policy], store: LeagueStore | None = None
+        self,
+        league: League,
+        n_matches: int,
+        seed: int,
+        policies: dict[str, Policy],
+        store: LeagueStore | None = None,
+        engine: EngineName = "numpy",
     ) -> None:
         self.league = league
+        self.engine: EngineName = engine
         self.n_matches = n_matches
         self.seed = seed
         self.rng = np.random.default_rng(seed + 104_729)
@@ -119,7 +126,7 @@ class LeagueOpponents:
         seed = self.seed + 7919 * (1 + sum(map(ord, name)))
         member = self.league.member(name)
         if member.kind == "scripted":
-            return ScriptedController(name, self.n_matches, seed)
+            return ScriptedController(name, self.n_matches, seed, self.engine)
         if member.kind == "self":
             self._self = _LiveSelf(seed)
             if self._learner is not None:

@@ -100,6 +100,16 @@ def test_minibatch_loss_and_every_gradient_equal_the_reference(advantage_norm):
     assert_same(fused, reference, batch)
 
 
+def test_the_mean_bound_penalty_flows_through_the_fused_mean_as_through_the_reference():
+    """mean_bound_coef: its term reaches the fused node's mean output through autograd, with the reference's gradients."""
+    fused, reference = pair(mean_bound=0.005, mean_bound_coef=2.0)
+    batch = inputs(fused)
+    with torch.no_grad():
+        assert (fused.actor(batch[0]).abs() > 0.005).any(), "some means are past the bound: the penalty is not zero"
+    assert_same(fused, reference, batch)
+    assert loss_and_grads(fused, batch)[0]["mean_excess"] > 0
+
+
 @pytest.mark.parametrize("old_offset", [1e6, -1e6, math.inf, -math.inf])
 def test_log_ratio_clamp_rows_agree(old_offset):
     """Rows past the ±20 log-ratio clamp (finite or infinite) get the reference's value and zero gradient."""

@@ -143,6 +143,11 @@ def minibatch_inputs(agent: PPOAgent, n: int = 32, seed: int = 0):
         ("log_std_min", math.nan),
         ("max_policy_lag", -1),
         ("advantage_norm", "none"),
+        ("final_lr_fraction", -0.1),
+        ("final_lr_fraction", 1.5),
+        ("final_lr_fraction", math.nan),
+        ("mean_bound", 0.0),
+        ("mean_bound_coef", -1.0),
     ],
 )
 def test_config_refuses_bad_values(field, value):
@@ -195,6 +200,52 @@ def test_update_returns_all_metrics_and_changes_every_parameter():
     for old, new in zip(before, snapshot(agent), strict=True):
         assert torch.isfinite(new).all()
         assert not torch.equal(old, new)
+
+
+def test_the_learning_rate_falls_linearly_with_the_reported_progress():
+    """final_lr_fraction: the rate goes from learning_rate at progress 0 to that fraction of it at 1, set per update."""
+    agent = PPOAgent(config(learning_rate=1e-3, final_lr_fraction=0.1))
+    assert agent.learning_rate == 1e-3
+    agent.set_progress(0.5)
+    agent.observe(make_segments(agent))
+    metrics = agent.update()
+    assert metrics["train/learning_rate"] == pytest.approx(1e-3 * (1 - 0.9 * 0.5))
+    assert all(group["lr"] == pytest.approx(5.5e-4) for group in agent.optimizer.param_groups)
+    agent.set_progress(7.0)  # past the budget: clipped
+    assert agent.learning_rate == pytest.approx(1e-4)
+    agent.set_progress(math.nan)  # ignored
+    assert agent.progress == 1.0
+    resumed = PPOAgent(config(learning_rate=1e-3, final_lr_fraction=0.1))
+    resumed.set_progress(1.0)
+    resumed.load_state_dict(agent.state_dict())  # the checkpoint's rate does not win over the run's
+    assert all(group["lr"] == pytest.approx(1e-4) for group in resumed.optimizer.param_groups)
+
+
+def test_a_constant_rate_ignores_the_progress():
+    """The default (final_lr_fraction 1.0, the seed's) trains at learning_rate whatever the run reports."""
+    agent = PPOAgent(config(learning_rate=1e-3))
+    agent.set_progress(0.9)
+    agent.observe(make_segments(agent))
+    agent.update()
+    assert all(group["lr"] == 1e-3 for group in agent.optimizer.param_groups)
+
+
+def test_the_mean_bound_penalty_pulls_a_mean_past_the_clip_back():
+    """A mean driven to 3 (far past the bots' clip at 1) comes back toward 1 under mean_bound_coef, not without it."""
+    means = {}
+    for coef in (0.0, 5.0):
+        agent = PPOAgent(config(mean_bound_coef=coef, learning_rate=3e-3))
+        last = [m for m in agent.actor.modules() if isinstance(m, torch.nn.Linear)][-1]
+        with torch.no_grad():
+            last.bias[0] = 3.0
+        for seed in range(3):
+            agent.observe(make_segments(agent, seed=seed))
+            metrics = agent.update()
+        obs = torch.from_numpy(np.random.default_rng(0).standard_normal((64, OBS)).astype(np.float32))
+        with torch.no_grad():
+            means[coef] = float(agent.actor(obs)[:, 0].mean())
+        assert (metrics["train/mean_excess"] > 0) == (coef > 0)
+    assert means[5.0] < means[0.0] - 0.1, means
 
 
 def test_update_with_nothing_held_is_a_no_op():

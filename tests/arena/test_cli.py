@@ -22,8 +22,11 @@ def test_train_then_resume_continues_the_policy_version(tmp_path, capsys):
     """`arena train` on the tank arena writes its outputs; `--resume` continues the version in a new generation."""
     out = tmp_path / "run"
     common = ["train", "--ticks-per-round", "150", "--matches", "4", "--out", str(out), "--league-option", "snapshot_every=2"]
-    arena(*common, "--rounds", "10", "--eval-rounds", "10")
+    arena(*common, "--rounds", "10", "--eval-rounds", "10", "--agent-option", "final_lr_fraction=0.5")
     first = json.loads((out / "summary.json").read_text())
+    # The run reports its budget's progress to PPO: the learning rate falls with it, from 3e-4 toward 1.5e-4.
+    rates = [json.loads(line)["train/learning_rate"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert rates == sorted(rates, reverse=True) and 1.5e-4 <= rates[-1] < 3e-4, rates
     assert first["rounds"] >= 10 and first["updates"] >= 1 and first["opponents"] == ["league"]
     assert {"agent", "policy_version", "updates", "rounds", "transitions", "wall_seconds", "win_rate_last_100"} <= set(first)
     # The layout the run chose, and why (2+ cores: the learning bot in a worker process), and where its time went.

@@ -52,6 +52,7 @@ __all__ = [
     "OBS_DIM",
     "OBS_FIELDS",
     "BulletEvents",
+    "EngineName",
     "StepEvents",
     "StepInfo",
     "TankBattle",
@@ -68,6 +69,8 @@ __all__ = [
 if TYPE_CHECKING:
     from .compiled import CompiledEngine
 
+EngineName = Literal["numpy", "numba"]
+"""How a battle (and a scripted bot) computes a tick: numpy, the reference, or numba, the same code compiled."""
 ENGINES: tuple[str, ...] = ("numpy", "numba")
 """The values of ``TankBattle(engine=...)``: the numpy reference (the default) and the compiled 1v1 form."""
 
@@ -113,7 +116,7 @@ class TankBattle:
         n_tanks: int = 2,
         rules: TankRules = DEFAULT_RULES,
         seed: int = 0,
-        engine: Literal["numpy", "numba"] = "numpy",
+        engine: EngineName = "numpy",
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")

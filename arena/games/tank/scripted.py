@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from .engine import ACT_DIM, TankBattle
+from .engine import ACT_DIM, EngineName, TankBattle
 from .geometry import clip
 from .observation import OBS_DIM
 from .rules import DEFAULT_RULES, TankRules, next_velocity
@@ -70,16 +70,46 @@ def _rel(angle: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 class ScriptedBot:
-    """Base class: drives ``n`` tanks from their observations."""
+    """Base class: drives ``n`` tanks from their observations.
+
+    ``engine="numba"`` computes the same actions in :mod:`arena.games.tank.scripted_kernels` (one compiled loop
+    over the rows instead of ~60 numpy calls); its random draws stay here, from the same generator.
+    """
 
     name: ClassVar[str] = "base"
 
-    def __init__(self, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES) -> None:
+    def __init__(self, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES, engine: EngineName = "numpy") -> None:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
+        if engine not in ("numpy", "numba"):
+            raise ValueError(f"engine must be 'numpy' or 'numba', got {engine!r}")
         self.n = int(n)
         self.rules = rules
         self.rng = np.random.default_rng(seed)
+        self.engine: EngineName = engine
+        self._params: NDArray[np.float64] | None = None
+        self._all_rows = np.arange(self.n, dtype=np.intp)
+        if engine == "numba":
+            from . import scripted_kernels
+
+            self._params = scripted_kernels.rule_params(rules)
+            self._ys, self._xs, self._angles = np.empty((3, self.n, len(scripted_kernels.ANGLES)))
+
+    def _compiled_input(
+        self, obs: NDArray[np.float32], rows: NDArray[np.intp] | None
+    ) -> tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.intp], NDArray[np.float32]]:
+        """For a kernel: obs (C-contiguous float32), its rows' angles (numpy's arctan2), its rows, the actions to fill."""
+        from .scripted_kernels import angle_inputs
+
+        o = np.ascontiguousarray(obs, np.float32)
+        if o.ndim != 2 or o.shape[1] != OBS_DIM or len(o) > self.n:
+            raise ValueError(f"obs must have shape (N <= {self.n}, {OBS_DIM}), got {o.shape}")
+        k = len(o)
+        ys, xs, angles = self._ys[:k], self._xs[:k], self._angles[:k]
+        angle_inputs(self._params, o, ys, xs)
+        np.arctan2(ys, xs, out=angles)
+        index = self._all_rows[:k] if rows is None else np.ascontiguousarray(rows, np.intp)
+        return o, angles, index, np.empty((k, ACT_DIM), np.float32)
 
     def act(
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
@@ -159,9 +189,10 @@ class Sitting(ScriptedBot):
     def act(
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
     ) -> NDArray[np.float32]:
-        if view is None:
-            View(obs, self.rules)  # shape check
-        return np.zeros((len(obs), ACT_DIM), np.float32)
+        shape = np.shape(obs)
+        if len(shape) != 2 or shape[1] != OBS_DIM:
+            raise ValueError(f"obs must have shape (N, {OBS_DIM}), got {shape}")
+        return np.zeros((shape[0], ACT_DIM), np.float32)
 
 
 class Spinner(ScriptedBot):
@@ -174,6 +205,12 @@ class Spinner(ScriptedBot):
     def act(
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
     ) -> NDArray[np.float32]:
+        if self._params is not None:
+            from .scripted_kernels import spinner_act
+
+            o, angles, _, out = self._compiled_input(obs, rows)
+            spinner_act(self._params, o, angles, self.speed, self.power, out)
+            return out
         view = view or View(obs, self.rules)
         a0 = np.full(len(obs), self.speed / self.rules.max_speed)
         a1 = np.ones(len(obs))
@@ -190,8 +227,8 @@ class Walker(ScriptedBot):
     near = 75.0  # a wall this close counts as "reached" (anticipates corners)
     power = 2.0
 
-    def __init__(self, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES) -> None:
-        super().__init__(n, seed, rules)
+    def __init__(self, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES, engine: EngineName = "numpy") -> None:
+        super().__init__(n, seed, rules, engine)
         self.direction = np.ones(n)  # +1 counter-clockwise, -1 clockwise
         self.cooldown = np.zeros(n)  # ticks before it may reverse again
         self.reset(np.ones(n, bool))
@@ -204,6 +241,12 @@ class Walker(ScriptedBot):
     def act(
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
     ) -> NDArray[np.float32]:
+        if self._params is not None:
+            from .scripted_kernels import walker_act
+
+            o, angles, index, out = self._compiled_input(obs, rows)
+            walker_act(self._params, o, angles, index, self.direction, self.cooldown, self.margin, self.near, self.power, out)
+            return out
         r = self.rules
         view = view or View(obs, r)
         direction, cooldown = self._state(self.direction, rows), self._state(self.cooldown, rows)
@@ -252,8 +295,8 @@ class Tracker(ScriptedBot):
     preferred = 200.0
     flip_prob = 0.02  # per tick chance to reverse the orbit direction
 
-    def __init__(self, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES) -> None:
-        super().__init__(n, seed, rules)
+    def __init__(self, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES, engine: EngineName = "numpy") -> None:
+        super().__init__(n, seed, rules, engine)
         self.direction = np.ones(n)
         self.reset(np.ones(n, bool))
 
@@ -264,6 +307,18 @@ class Tracker(ScriptedBot):
     def act(
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
     ) -> NDArray[np.float32]:
+        if self._params is not None:
+            from .scripted_kernels import LEAD, tracker_fire, tracker_lead
+
+            o, angles, index, out = self._compiled_input(obs, rows)
+            k = len(o)
+            draws = self.rng.random(k)  # the numpy code's one draw a row, in the same order
+            lead, aim = np.empty((k, len(LEAD))), np.empty((2, k))
+            p = self._params
+            tracker_lead(p, o, angles, index, self.direction, draws, self.flip_prob, self.preferred, lead, aim[0], aim[1])
+            np.arctan2(aim[0], aim[1], out=aim[0])
+            tracker_fire(p, o, angles, aim[0], lead, out)
+            return out
         r = self.rules
         view = view or View(obs, r)
         d = view.enemy_distance
@@ -315,13 +370,15 @@ class Tracker(ScriptedBot):
 SCRIPTED: dict[str, type[ScriptedBot]] = {cls.name: cls for cls in (Sitting, Spinner, Walker, Tracker)}
 
 
-def make_scripted(name: str, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES) -> ScriptedBot:
-    """A scripted bot by name, driving ``n`` tanks. Raises ValueError listing the valid names."""
+def make_scripted(
+    name: str, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES, engine: EngineName = "numpy"
+) -> ScriptedBot:
+    """A scripted bot by name, driving ``n`` tanks (``engine="numba"``: compiled). ValueError lists the valid names."""
     try:
         cls = SCRIPTED[name]
     except KeyError:
         raise ValueError(f"unknown scripted bot {name!r}; valid names: {', '.join(sorted(SCRIPTED))}") from None
-    return cls(n, seed, rules)
+    return cls(n, seed, rules, engine)
 
 
 def play_scripted(

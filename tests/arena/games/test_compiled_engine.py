@@ -302,5 +302,5 @@ def test_a_second_process_loads_the_kernels_from_the_cache() -> None:
     )
     report: dict[str, Any] = json.loads(run_python(code).strip().splitlines()[-1])
     assert not any(report["misses"].values()), report
-    assert all(report["hits"][kernel] >= 1 for kernel in compiled.KERNELS), report
+    assert all(report["hits"][kernel] >= 1 for kernel in (*compiled.KERNELS, *compiled.SCRIPTED_KERNELS)), report
     assert report["seconds"] < 10.0, report  # a compile takes 10-20 s; a cache load well under 1 s
