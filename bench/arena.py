@@ -13,7 +13,7 @@ process pinned to one CPU where the OS allows it):
   ``step_only`` is the same without reset/observe. One tank-tick = one tank advanced by
   one tick, so a rate is steps/s x matches x tanks.
 * ``numba``: the same 1v1 cycle with ``TankBattle(..., engine="numba")`` (the compiled
-  kernels of ``arena/games/tank/compiled.py``; ``pip install 'arena-trainer[fast]'``), in
+  kernels of ``arena/games/tank/compiled.py``), in
   the same run, and its speedup over the numpy engine; plus the kernels' first-run compile
   time and their load time from numba's disk cache, each in a fresh process with a fresh
   cache folder (``NUMBA_CACHE_DIR``), import of numba excluded.
@@ -326,7 +326,7 @@ def bench_naive(n_matches: int, seconds: float) -> dict[str, float]:
 def bench_numba(seconds: float, numpy_engine: dict[str, dict[str, float]]) -> dict[str, object]:
     """The compiled engine's 1v1 cycle beside the numpy one's (same run), and its compile and cache-load times."""
     if importlib.util.find_spec("numba") is None:
-        log("numba engine: numba is not installed (pip install 'arena-trainer[fast]'): skipped")
+        log("numba engine: numba is not installed (pip install numba): skipped")
         return {"skipped": "numba is not installed"}
     times = numba_compile_times()
     log(

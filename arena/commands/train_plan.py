@@ -173,12 +173,14 @@ def member_name(opponent: str) -> str:
 
 
 def _engine(name: Literal["numpy", "numba"]) -> Literal["numpy", "numba"]:
-    """``--engine``: "numba" needs numba installed (one line now, not a traceback from the bot's process)."""
+    """``--engine``: "numba" needs numba importable (one line now, not a traceback from the bot's process)."""
     if name == "numba":
         import importlib.util
 
         if importlib.util.find_spec("numba") is None:
-            raise ValueError("--engine numba needs numba: pip install 'arena-trainer[fast]'")
+            raise ValueError(
+                "--engine numba needs numba (a dependency of arena-trainer: pip install numba), or --engine numpy"
+            )
     return name
 
 

@@ -9,7 +9,7 @@ what it always saw. It is chosen per battle and only covers the training configu
 each tick and runs the numpy code for anything else (recorded events, Tank Royale's turn coupling
 or rescan). Free-for-all battles (``n_tanks > 2``) never get one: they stay numpy.
 
-Importing this module imports numba (an optional dependency: ``pip install 'arena-trainer[fast]'``);
+Importing this module imports numba (a dependency of the package, kept out of the numpy engine's imports);
 ``engine.py`` imports it only when a battle asks for ``engine="numba"``.
 """
 

@@ -100,7 +100,7 @@ class TankBattle:
     A finished match (``round_over``) is frozen: further steps change nothing in it
     until the caller resets it with ``reset(info.round_over)``.
 
-    ``engine="numba"`` (``pip install 'arena-trainer[fast]'``) runs :meth:`step`, :meth:`observe` and the
+    ``engine="numba"`` runs :meth:`step`, :meth:`observe` and the
     writes of :meth:`reset` as compiled kernels (:mod:`arena.games.tank.compiled`), ~9x faster on the
     training loop's 64-256 matches, and plays the same game: the same state, StepInfo and observation,
     bit for bit (``tests/arena/games/test_compiled_engine.py``). They cover the training configuration:
@@ -562,7 +562,7 @@ class TankBattle:
 def _compiled_engine(battle: TankBattle) -> CompiledEngine | None:
     """The numba engine of a battle that asked for one (None for free-for-all, which stays numpy).
 
-    numba is imported here, only then: it is an optional dependency, and the numpy engine never needs it.
+    numba is imported here, only then: the numpy engine never needs it, so importing the package never pays for it.
     """
     try:
         from .compiled import CompiledEngine
@@ -570,7 +570,7 @@ def _compiled_engine(battle: TankBattle) -> CompiledEngine | None:
         if (e.name or "").split(".")[0] not in ("numba", "llvmlite"):
             raise
         raise ImportError(
-            "TankBattle(engine='numba') needs numba: pip install 'arena-trainer[fast]' (or engine='numpy')"
+            "TankBattle(engine='numba') needs numba (a dependency of arena-trainer: pip install numba), or engine='numpy'"
         ) from e
     if battle.n_tanks != 2:
         return None

@@ -32,8 +32,8 @@ def test_the_bots_specs_come_from_the_plan(tmp_path):
                 "--ticks-per-round", "300", "--out", str(tmp_path))  # fmt: skip
     spec = made.bot_spec("ws://127.0.0.1:1")
     assert (spec.opponents, spec.n_matches, spec.max_ticks, spec.league) == (("walker", "tracker"), 8, 300, None)
-    assert [spec.nth(i).seed for i in range(2)] == [4000, 4001] and spec.engine == "numpy"
-    assert plan("--engine", "numba", "--out", str(tmp_path)).bot_spec("ws://x").engine == "numba"
+    assert [spec.nth(i).seed for i in range(2)] == [4000, 4001] and spec.engine == "numba"  # arena train's default
+    assert plan("--engine", "numpy", "--out", str(tmp_path)).bot_spec("ws://x").engine == "numpy"
     assert made.server.agent_options["rollout_steps"] == 2 * 8 * 64
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("numba")
-
 from arena.games.tank import TankBattle
 from tests.arena.games.tank import test_bullets, test_engine, test_events, test_observation
 

@@ -12,12 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arena.games.tank import ACT_DIM, TankBattle, make_scripted
+from arena.games.tank import ACT_DIM, TankBattle, compiled, make_scripted
 from arena.games.tank.observation import OBS_DIM
-
-pytest.importorskip("numba")
-
-from arena.games.tank import compiled
 
 EXACT = compiled.libm_matches_numpy()
 
