@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvStepReturn
 
 from arena.bots.play import MatchLog, ScriptedController, play_match
-from arena.games.tank.engine import ACT_DIM, TankBattle
+from arena.games.tank.engine import ACT_DIM, EngineName, TankBattle
 from arena.games.tank.observation import OBS_DIM
 from arena.games.tank.rewards import compute_round_reward, compute_tick_reward
 from arena.games.tank.rules import TankRules
@@ -29,14 +29,25 @@ __all__ = ["TankVecEnv", "train_sb3"]
 
 
 class TankVecEnv(VecEnv):
-    """``n_envs`` 1v1 tank matches stepped as one batch; finished rounds restart by themselves."""
+    """``n_envs`` 1v1 tank matches stepped as one batch; finished rounds restart by themselves.
 
-    def __init__(self, n_envs: int, opponent: str = "sitting", seed: int = 0, rules: TankRules | None = None) -> None:
+    ``engine``: the same engine and compiled scripted bots ``arena train`` plays by default (numba), so a comparison
+    with our command measures the two learners' systems, not two engines.
+    """
+
+    def __init__(
+        self,
+        n_envs: int,
+        opponent: str = "sitting",
+        seed: int = 0,
+        rules: TankRules | None = None,
+        engine: EngineName = "numba",
+    ) -> None:
         space = spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
         self.render_mode = None
         super().__init__(n_envs, space, spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32))
-        self.battle = TankBattle(n_envs, 2, rules or TankRules(), seed=seed)
-        self.opponent = ScriptedController(opponent, n=n_envs, seed=seed + 7919)
+        self.battle = TankBattle(n_envs, 2, rules or TankRules(), seed=seed, engine=engine)
+        self.opponent = ScriptedController(opponent, n=n_envs, seed=seed + 7919, engine=engine)
         self.opponent_name = opponent
         self.log = MatchLog()
         self._actions = np.zeros((n_envs, 2, ACT_DIM), np.float32)

@@ -109,6 +109,8 @@ class ScriptedBot:
         angle_inputs(self._params, o, ys, xs)
         np.arctan2(ys, xs, out=angles)
         index = self._all_rows[:k] if rows is None else np.ascontiguousarray(rows, np.intp)
+        if len(index) != k or (k and (index.min() < 0 or index.max() >= self.n)):  # a kernel does not check bounds
+            raise ValueError(f"rows must name {k} of the bot's {self.n} tanks, got {index.tolist()}")
         return o, angles, index, np.empty((k, ACT_DIM), np.float32)
 
     def act(

@@ -82,5 +82,9 @@ def test_a_compiled_bot_refuses_a_wrong_shape_and_an_unknown_engine() -> None:
         bot.act(np.zeros((4, OBS_DIM - 1), np.float32))
     with pytest.raises(ValueError, match="shape"):
         bot.act(np.zeros((5, OBS_DIM), np.float32))  # more rows than the tanks it drives
+    with pytest.raises(ValueError, match="rows must name"):
+        bot.act(np.zeros((2, OBS_DIM), np.float32), rows=np.array([0, 4]))  # tank 4 of 4: out of range
+    with pytest.raises(ValueError, match="rows must name"):
+        bot.act(np.zeros((2, OBS_DIM), np.float32), rows=np.array([1]))
     with pytest.raises(ValueError, match="engine must be"):
         make_scripted("walker", 4, engine="cuda")  # type: ignore[arg-type]
