@@ -126,8 +126,8 @@ def bot_one_core(seconds: float, n_matches: int = 128, opponent: str = "sitting"
 
     arch, tensors = make_agent("ppo", OBS_DIM, ACT_DIM).export_actor()
     policy = Policy.from_weights(Weights.pack(0, 0, arch, tensors))
-    battle = TankBattle(n_matches, 2, seed=0)
-    rival = ScriptedController(opponent, n=n_matches)
+    battle = TankBattle(n_matches, 2, seed=0, engine="numba")  # arena train's default engine and bots
+    rival = ScriptedController(opponent, n=n_matches, engine="numba")
     recorder = StepRecorder(OBS_DIM, ACT_DIM, n_matches, RewardMode.TERMS, TICKS_PER_FRAME * n_matches)
     rng = np.random.default_rng(0)
     actions = np.zeros((n_matches, 2, ACT_DIM), np.float32)

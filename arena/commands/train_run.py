@@ -227,14 +227,16 @@ class TrainingRun:
                         "seed": plan.seed, "ticks_per_round": plan.ticks_per_round, "minutes": plan.minutes,
                         "resumed": plan.resume}  # fmt: skip
             pictures = write_report(plan.out, log.rows, summary, evaluation, settings=settings)
-        if plan.json:
-            print(json.dumps(summary))
-        else:
-            print_summary(summary)
         outputs = [plan.out / "summary.json", plan.out / "metrics.jsonl", plan.out / "checkpoints", *pictures]
         if log.tensorboard is not None:
             outputs.append(log.tensorboard.logdir)
-        print("arena train: wrote " + ", ".join(str(p) for p in outputs))
+        wrote = "arena train: wrote " + ", ".join(str(p) for p in outputs)
+        if plan.json:  # the object is the last line on stdout, as --json promises
+            print(wrote)
+            print(json.dumps(summary))
+        else:
+            print_summary(summary)
+            print(wrote)
 
 
 class _ReachBots:
