@@ -209,6 +209,26 @@ def _angle(angles: Any, i: int, k: int) -> float:
     return angles[i, k] * R2D
 
 
+@_inline
+def _position(p: Any, obs: Any, i: int) -> tuple[float, float]:
+    """``View``'s (x, y) of row ``i``."""
+    return (np.float64(obs[i, 0]) + 1.0) * 0.5 * p[WIDTH], (np.float64(obs[i, 1]) + 1.0) * 0.5 * p[HEIGHT]
+
+
+@_inline
+def _own_view(p: Any, obs: Any, angles: Any, i: int) -> tuple[float, float, float, float, float, bool, float]:
+    """``View``'s columns every bot reads, of row ``i``: (heading, velocity, energy, gun, gun heat, has enemy,
+    enemy direction), angles absolute and in degrees."""
+    heading = _angle(angles, i, HEADING)
+    velocity = np.float64(obs[i, 4]) * p[MAX_SPEED]
+    energy = np.float64(obs[i, 5]) * p[START_ENERGY]
+    gun = heading + _angle(angles, i, GUN)
+    heat = np.float64(obs[i, 8]) * p[START_HEAT]
+    has_enemy = np.float64(obs[i, 22]) > 0
+    enemy_dir = heading + _angle(angles, i, ENEMY)
+    return heading, velocity, energy, gun, heat, has_enemy, enemy_dir
+
+
 # ── the bots ────────────────────────────────────────────────────────────────────────────────────
 
 
@@ -216,13 +236,7 @@ def _angle(angles: Any, i: int, k: int) -> float:
 def spinner_act(p: Any, obs: Any, angles: Any, speed: float, power: float, out: Any) -> None:  # pragma: no cover - compiled
     """``Spinner.act``: circle at ``speed`` turning full left, fire ``power`` head-on when aimed."""
     for i in range(obs.shape[0]):
-        heading = _angle(angles, i, HEADING)
-        velocity = np.float64(obs[i, 4]) * p[MAX_SPEED]
-        energy = np.float64(obs[i, 5]) * p[START_ENERGY]
-        gun = heading + _angle(angles, i, GUN)
-        heat = np.float64(obs[i, 8]) * p[START_HEAT]
-        has_enemy = np.float64(obs[i, 22]) > 0
-        enemy_dir = heading + _angle(angles, i, ENEMY)
+        _, velocity, energy, gun, heat, has_enemy, enemy_dir = _own_view(p, obs, angles, i)
         bearing = _angle(angles, i, GUN_BEARING)
         a0 = speed / p[MAX_SPEED]
         a1 = 1.0
@@ -251,15 +265,8 @@ def walker_act(
     width, height, radius = p[WIDTH], p[HEIGHT], p[RADIUS]
     for i in range(obs.shape[0]):
         t = rows[i]
-        x = (np.float64(obs[i, 0]) + 1.0) * 0.5 * width
-        y = (np.float64(obs[i, 1]) + 1.0) * 0.5 * height
-        heading = _angle(angles, i, HEADING)
-        velocity = np.float64(obs[i, 4]) * p[MAX_SPEED]
-        energy = np.float64(obs[i, 5]) * p[START_ENERGY]
-        gun = heading + _angle(angles, i, GUN)
-        heat = np.float64(obs[i, 8]) * p[START_HEAT]
-        has_enemy = np.float64(obs[i, 22]) > 0
-        enemy_dir = heading + _angle(angles, i, ENEMY)
+        x, y = _position(p, obs, i)
+        heading, velocity, energy, gun, heat, has_enemy, enemy_dir = _own_view(p, obs, angles, i)
         distance = np.float64(obs[i, 11]) * p[MAX_DISTANCE]
         bearing = _angle(angles, i, GUN_BEARING)
         # An enemy blocking the way: reverse along the perimeter.
@@ -336,13 +343,8 @@ def tracker_lead(
     margin = radius + 30.0
     for i in range(obs.shape[0]):
         t = rows[i]
-        x = (np.float64(obs[i, 0]) + 1.0) * 0.5 * width
-        y = (np.float64(obs[i, 1]) + 1.0) * 0.5 * height
-        heading = _angle(angles, i, HEADING)
-        velocity = np.float64(obs[i, 4]) * p[MAX_SPEED]
-        energy = np.float64(obs[i, 5]) * p[START_ENERGY]
-        has_enemy = np.float64(obs[i, 22]) > 0
-        enemy_dir = heading + _angle(angles, i, ENEMY)
+        x, y = _position(p, obs, i)
+        heading, velocity, energy, _, _, has_enemy, enemy_dir = _own_view(p, obs, angles, i)
         d = np.float64(obs[i, 11]) * p[MAX_DISTANCE]
         enemy_heading = heading + _angle(angles, i, ENEMY_HEADING)
         enemy_velocity = np.float64(obs[i, 15]) * p[MAX_SPEED]
@@ -389,12 +391,7 @@ def tracker_lead(
 def tracker_fire(p: Any, obs: Any, angles: Any, aim: Any, lead: Any, out: Any) -> None:  # pragma: no cover - compiled
     """``Tracker.act`` from its aim (``aim[i]``: ``np.arctan2`` of :func:`tracker_lead`'s pair): gun turn, fire, actions."""
     for i in range(obs.shape[0]):
-        heading = _angle(angles, i, HEADING)
-        velocity = np.float64(obs[i, 4]) * p[MAX_SPEED]
-        energy = np.float64(obs[i, 5]) * p[START_ENERGY]
-        gun = heading + _angle(angles, i, GUN)
-        heat = np.float64(obs[i, 8]) * p[START_HEAT]
-        has_enemy = np.float64(obs[i, 22]) > 0
+        _, velocity, energy, gun, heat, has_enemy, _ = _own_view(p, obs, angles, i)
         a0, a1, power = lead[i, 0], lead[i, 1], lead[i, 2]
         aim_deg = aim[i] * R2D
         a2 = _gun_turn(p, gun, velocity, aim_deg, a0, a1)
