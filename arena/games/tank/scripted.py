@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from .engine import ACT_DIM, EngineName, TankBattle
+from .engine import ACT_DIM, ENGINES, EngineName, TankBattle
 from .geometry import clip
 from .observation import OBS_DIM
 from .rules import DEFAULT_RULES, TankRules, next_velocity
@@ -81,8 +81,8 @@ class ScriptedBot:
     def __init__(self, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES, engine: EngineName = "numpy") -> None:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        if engine not in ("numpy", "numba"):
-            raise ValueError(f"engine must be 'numpy' or 'numba', got {engine!r}")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
         self.n = int(n)
         self.rules = rules
         self.rng = np.random.default_rng(seed)

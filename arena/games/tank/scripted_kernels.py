@@ -7,7 +7,7 @@ is one loop over its rows with every intermediate a scalar.
 
 The kernels are :mod:`arena.games.tank.scripted`'s numpy code rewritten per row with the **same
 float operations in the same order** (``View``'s columns, ``_drive``, ``_gun_turn``, ``_fire``,
-``next_velocity``), so both play the same game bit for bit; ``tests/arena/games/test_scripted_kernels.py``
+``next_velocity``), so both play the same game bit for bit; ``tests/arena/games/tank/test_scripted_kernels.py``
 plays seeded battles with both and asserts equal trajectories. The one function that is not the
 C library's in numpy is ``arctan2`` (a SIMD routine on AVX-512 machines; the C library's
 ``atan2`` differed in the last bit for 8% of the observations' angles here, and a gun turn then
