@@ -56,6 +56,7 @@ end of its stderr) and the others go on.
     python bench/learning.py --proxy --extra="--matches 64"   # the same for another setting
     python bench/learning.py --case default --case tracker --seeds 0 1 --out runs/bench
     python bench/learning.py --case tracker --sb3 our-shape --sb3 16x128 --seeds 0   # beside SB3's PPO
+    python bench/learning.py --case tracker --sb3 our-shape --sb3 16x128 --equal-samples --seeds 0 --royale-rounds 0
 """
 
 from __future__ import annotations
@@ -371,6 +372,60 @@ SB3_SHAPES: dict[str, dict[str, int]] = {
 steps, minibatches of 1,024, 2 epochs), and a smaller rollout with more gradient steps per sample."""
 
 
+OUR_SHAPE_FLAGS: dict[str, list[str]] = {
+    "sb3-defaults": ["--matches", "1", "--agent-option", "rollout_steps=2048", "--agent-option", "minibatch_size=64",
+                     "--agent-option", "epochs=10"],
+    "our-shape": [],
+    "16x128": ["--matches", "16", "--agent-option", "rollout_steps=2048", "--agent-option", "minibatch_size=256",
+               "--agent-option", "epochs=4"],
+}  # fmt: skip
+"""``arena train`` flags for our PPO at each of :data:`SB3_SHAPES` (matches x 64-step rollouts, minibatch, epochs)."""
+
+
+def ours_at_sb3_samples(sb3: dict[str, Any], root: Path, rounds: int) -> dict[str, Any]:
+    """Our PPO against ``tracker`` at each SB3 shape and seed, stopped at the samples SB3 used (no more).
+
+    ``arena train --opponent tracker --steps T`` with T = 99% of SB3's environment steps / matches:
+    the per-sample comparison the wall-clock one cannot make (ours is faster, so in the same minutes it
+    also sees more samples). Its returned and last policies play ``rounds`` rounds against ``tracker``.
+    """
+    found: dict[str, Any] = {}
+    for shape, result in sb3.items():
+        if not isinstance(result, dict) or "seeds" not in result:
+            continue
+        runs = []
+        for sb3_run in result["seeds"]:
+            seed, flags = sb3_run["seed"], OUR_SHAPE_FLAGS[shape]
+            matches = int(flags[flags.index("--matches") + 1]) if "--matches" in flags else 128
+            # 1% under SB3's count: the run stops at its first budget check past the mark (checked ~1 s apart)
+            ticks = max(1, int(sb3_run["steps"] * 0.99) // matches)
+            run = root / f"ours-at-sb3-{shape}-seed{seed}"
+            args = ["train", "--opponent", "tracker", "--steps", str(ticks), "--out", str(run), "--seed", str(seed), *flags]
+            log(f"ours at SB3's {shape} samples ({ticks * matches:,}), seed {seed}: arena {shlex.join(args)}")
+            entry: dict[str, Any] = {"seed": seed, "shape": shape, "sb3_steps": sb3_run["steps"]}
+            entry["command"] = "arena " + shlex.join(args)
+            try:
+                arena(*args, timeout=3600)
+                summary = json.loads((run / "summary.json").read_text())
+                last = sorted((run / "checkpoints").glob("ckpt-*.pt"))[-1]
+                errors: list[str] = []
+                entry |= {
+                    "transitions_trained": summary.get("transitions_trained"),
+                    "trained_steps_per_s": (summary.get("throughput") or {}).get("trained_steps_per_s"),
+                    "win_rate": win_rates(str(run), "returned policy", ["tracker"], rounds, seed + 1, errors)["tracker"],
+                    "win_rate_last": win_rates(str(last), "last policy", ["tracker"], rounds, seed + 1, errors)["tracker"],
+                }
+                if errors:
+                    entry["errors"] = errors
+            except (ArenaError, OSError, ValueError, IndexError) as exc:
+                entry["error"] = str(exc)[-500:]
+                log(f"  FAILED: {entry['error']}")
+            runs.append(entry)
+        found[shape] = {"seeds": runs, "win_rate": spread([r.get("win_rate") for r in runs]),
+                        "win_rate_last": spread([r.get("win_rate_last") for r in runs])}  # fmt: skip
+    return found
+
+
 def sb3_tracker(shapes: Sequence[str], minutes: float, seeds: Sequence[int], rounds: int) -> dict[str, Any]:
     """Stable-Baselines3's PPO trained against ``tracker`` on the same engine for the same minutes, per shape and seed:
     the anchor a user would otherwise pick, beside our ``tracker`` case (``--case tracker``)."""
@@ -387,7 +442,7 @@ def sb3_tracker(shapes: Sequence[str], minutes: float, seeds: Sequence[int], rou
             log(f"SB3 PPO, {shape}, seed {seed}: {minutes:g} minutes against tracker")
             run = train_sb3(minutes * 60, opponent="tracker", seed=seed, eval_rounds=rounds, **SB3_SHAPES[shape])
             log(f"  {run['steps']:,} steps ({run['steps_per_s']:,}/s); {run['eval_win_rate']:.0%} of {rounds} rounds")
-            runs.append(run)
+            runs.append(run | {"seed": seed})
         found[shape] = {"seeds": runs, "win_rate": spread([r["eval_win_rate"] for r in runs]),
                         "steps": spread([r["steps"] for r in runs])}  # fmt: skip
     return found
@@ -443,10 +498,17 @@ def main() -> None:
         help="also train Stable-Baselines3's PPO against tracker for the same minutes at this batch shape, per seed "
         "(repeatable; compare with --case tracker; needs the bench extra)",
     )
+    parser.add_argument(
+        "--equal-samples",
+        action="store_true",
+        help="with --sb3: also train ours against tracker at each SB3 shape, stopped at the samples SB3 used",
+    )
     parser.add_argument("--out", type=Path, default=None, help="where the runs go and stay (default: a temporary directory)")
     args = parser.parse_args()
     if (args.rounds is not None and args.rounds < 1) or (args.minutes is not None and args.minutes <= 0):
         parser.error("--rounds must be >= 1 and --minutes > 0")
+    if args.equal_samples and not args.sb3:
+        parser.error("--equal-samples needs --sb3 SHAPE (the SB3 runs whose samples it matches)")
     if args.royale_rounds < 0:
         parser.error("--royale-rounds must be >= 0")
     ARENA = find_arena()
@@ -511,6 +573,7 @@ def main() -> None:
             log(f"  targets ({result['targets']['why']}): all met: {result['targets']['all_met']}")
 
     sb3 = sb3_tracker(args.sb3, minutes or 5.0, seeds, rounds) if args.sb3 else None
+    equal = ours_at_sb3_samples(sb3, root, rounds) if sb3 is not None and args.equal_samples else None
 
     # Baseline in the same run: the untrained policy of seed 0 (a fresh run with no update).
     baseline: dict[str, Any] = {"seed": 0}
@@ -564,6 +627,7 @@ def main() -> None:
                 },
                 "cases": results,
                 **({"sb3_tracker": sb3} if sb3 is not None else {}),
+                **({"ours_at_sb3_samples": equal} if equal is not None else {}),
                 "untrained": baseline,
                 "all_met": all_met,
                 "root": str(root),

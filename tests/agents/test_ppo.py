@@ -248,6 +248,28 @@ def test_the_mean_bound_penalty_pulls_a_mean_past_the_clip_back():
     assert means[5.0] < means[0.0] - 0.1, means
 
 
+def _grad_norm(network: torch.nn.Module) -> float:
+    return float(torch.nn.utils.get_total_norm([p.grad for p in network.parameters() if p.grad is not None]))
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_clip_per_network_clips_actor_and_critic_each_and_spares_the_actor_a_big_value_error(fused):
+    """With returns in the thousands the critic's gradient dwarfs the actor's: the joint clip shrinks the actor's
+    with it; per network, each is clipped to max_grad_norm on its own and the actor's keeps its size."""
+    actor_norms = {}
+    for per_network in (False, True):
+        agent = PPOAgent(config(clip_per_network=per_network, fused=fused, rollout_steps=32, epochs=1))
+        agent.observe(make_segments(agent, seed=0, lengths=(32,), reward_scale=1000.0))
+        agent.update()  # the step leaves its clipped gradients in .grad (the next step zeroes them)
+        actor_norm, critic_norm = _grad_norm(agent.actor), _grad_norm(agent.critic)
+        if per_network:
+            assert actor_norm <= 0.5 + 1e-4 and critic_norm == pytest.approx(0.5, rel=1e-4)
+        else:
+            assert math.hypot(actor_norm, critic_norm) == pytest.approx(0.5, rel=1e-4)
+        actor_norms[per_network] = actor_norm
+    assert actor_norms[True] > 10 * actor_norms[False], actor_norms
+
+
 def test_update_with_nothing_held_is_a_no_op():
     """An update with no segments trains nothing and touches no parameter."""
     agent = PPOAgent(config())
