@@ -7,8 +7,15 @@ first reaches 100% (counted from the first environment step), trained steps/s an
 rate. Progress goes to stderr; the last stdout line is one JSON object with every run and each
 variant's median, the base (first variant) measured in the same run.
 
+``--steps N --judge NAME`` measures learning per sample on a harder skill instead: each run stops
+after N environment steps (``arena train --steps N/matches``), then its last policy plays
+``arena match`` against NAME (200 rounds): the per-sample comparison with another trainer given
+the same samples (``bench/learning.py --equal-samples`` gives Stable-Baselines3's count).
+
     python bench/ablation.py --seconds 40 --seeds 0,1
     python bench/ablation.py --variant base= --variant ent0='--agent-option entropy_coef=0'
+    python bench/ablation.py --steps 2950000 --judge tracker --base "--opponent tracker --matches 16 \
+        --agent-option rollout_steps=2048 --agent-option minibatch_size=256 --agent-option epochs=4"
 """
 
 from __future__ import annotations
@@ -33,9 +40,15 @@ DEFAULT_VARIANTS = {
 }
 
 
-def run(flags: list[str], out: Path, seconds: float, seed: int) -> dict[str, Any]:
-    """One ``arena train`` run; its summary figures."""
-    cmd = [sys.executable, "-m", "arena.cli", "train", "--minutes", str(seconds / 60), "--out", str(out), "--seed", str(seed)]
+def run(flags: list[str], out: Path, seconds: float, seed: int, steps: int | None = None) -> dict[str, Any]:
+    """One ``arena train`` run (for ``seconds``, or ``steps`` environment steps); its summary figures."""
+    if steps is None:
+        budget = ["--minutes", str(seconds / 60)]
+    else:
+        given = [int(flags[i + 1]) for i, flag in enumerate(flags[:-1]) if flag == "--matches"]
+        matches = given[-1] if given else 128  # arena train's default
+        budget = ["--steps", str(max(1, steps // matches))]
+    cmd = [sys.executable, "-m", "arena.cli", "train", *budget, "--out", str(out), "--seed", str(seed)]
     cmd += ["--eval-rounds", "0", "--no-report", "--dashboard-port", "-1", *flags]
     if "--opponent" not in flags:  # time to 100% is measured against sitting
         cmd += ["--opponent", "sitting"]
@@ -52,7 +65,19 @@ def run(flags: list[str], out: Path, seconds: float, seed: int) -> dict[str, Any
         "minibatch_ms": summary["throughput"]["minibatch_ms"],
         "update_time_share": summary["throughput"]["update_time_share"],
         "final_win_rate_last_100": summary.get("win_rate_last_100"),
+        "transitions_trained": summary.get("transitions_trained"),
     }
+
+
+def judge(run_dir: Path, opponent: str, rounds: int, seed: int) -> float:
+    """The run's policy's win rate over ``rounds`` rounds of ``arena match`` against ``opponent``."""
+    cmd = [sys.executable, "-m", "arena.cli", "match", "--bot", str(run_dir), "--bot", opponent, "--rounds", str(rounds)]
+    cmd += ["--seed", str(seed + 1), "--json"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{shlex.join(cmd)} failed ({result.returncode}): {result.stderr.strip()[-800:]}")
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    return float(report["bots"][0]["wins"] / report["rounds"])
 
 
 def median(values: list[float | None]) -> float | None:
@@ -69,7 +94,11 @@ def main() -> None:
     parser.add_argument(
         "--variant", action="append", metavar="NAME=FLAGS", help="a variant (repeatable; default: the ablation list)"
     )
+    parser.add_argument("--steps", type=int, default=None, help="environment steps per run instead of --seconds")
+    parser.add_argument("--judge", default=None, metavar="NAME", help="after each run, 200 rounds against this opponent")
     args = parser.parse_args()
+    if args.steps is not None and args.steps < 1:
+        parser.error("--steps must be >= 1")
     variants = DEFAULT_VARIANTS
     if args.variant:
         variants = dict(v.partition("=")[::2] for v in args.variant)
@@ -81,7 +110,10 @@ def main() -> None:
         runs = []
         for seed in seeds:
             flags = shlex.split(args.base) + shlex.split(extra)
-            figures = run(flags, root / f"{len(results)}-{seed}", args.seconds, seed)
+            out = root / f"{len(results)}-{seed}"
+            figures = run(flags, out, args.seconds, seed, args.steps)
+            if args.judge:
+                figures["judged_win_rate"] = judge(out, args.judge, 200, seed)
             runs.append(figures)
             print(f"{name} seed {seed}: {figures}", file=sys.stderr, flush=True)
         results[name] = {
@@ -91,7 +123,11 @@ def main() -> None:
             "median_steps_to_100": median([r["steps_to_100"] for r in runs]),
             "median_trained_steps_per_s": statistics.median(r["trained_steps_per_s"] for r in runs),
         }
-    print(json.dumps({"bench": "ablation", "seconds_per_run": args.seconds, "base_flags": args.base, "seeds": seeds,
+        if args.judge:
+            judged = [r["judged_win_rate"] for r in runs]
+            results[name] |= {"median_judged_win_rate": statistics.median(judged), "worst_judged_win_rate": min(judged)}
+    print(json.dumps({"bench": "ablation", "seconds_per_run": args.seconds, "steps_per_run": args.steps,
+                      "judge": args.judge, "base_flags": args.base, "seeds": seeds,
                       "wall_seconds": round(time.monotonic() - started), "variants": results}))  # fmt: skip
 
 

@@ -25,6 +25,12 @@ def test_default_batch_shape_is_the_measured_one():
     assert options["proximal_anchor"] is True
 
 
+def test_the_tank_clips_the_actor_and_the_critic_each_in_every_run():
+    """The five-seed evaluation chose the per-network clip (docs/agents.md); the league adds only its entropy."""
+    for league in (False, True):
+        assert tank_ppo_options(TANK_MATCHES, league=league)["clip_per_network"] is True
+
+
 def test_tank_ppo_options_refuse_no_agents():
     with pytest.raises(ValueError, match="n_agents"):
         tank_ppo_options(0)
