@@ -531,16 +531,17 @@ class PPOAgent:
         if self.gradient_sync is not None:  # averaged over ranks, so every rank decides the same below
             loss_ok = self.gradient_sync(params, loss_ok)
         self._gate_log_std_floor()
-        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        # The clip's groups: both networks as one (the seed's), or each on its own norm. The guard reads the
+        # joint norm either way, made from the groups' norms rather than a second pass over the gradients.
+        groups = [[p for p in net.parameters() if p.grad is not None] for net in (self.actor, self.critic)]
+        if not cfg.clip_per_network:
+            groups = [groups[0] + groups[1]]
+        group_norms = [torch.nn.utils.get_total_norm([p.grad for p in group]) for group in groups]
+        grad_norm = group_norms[0] if len(groups) == 1 else torch.linalg.vector_norm(torch.stack(group_norms))
         ok = torch.isfinite(grad_norm) & (grad_norm <= cfg.skip_grad_norm) & loss_ok
         # Clipping a skipped step's gradients (by a NaN or huge norm) is harmless: no Adam step reads them.
-        if cfg.clip_per_network:
-            for network in (self.actor, self.critic):
-                own = [p for p in network.parameters() if p.grad is not None]
-                own_norm = torch.nn.utils.get_total_norm([p.grad for p in own])
-                torch.nn.utils.clip_grads_with_norm_(own, cfg.max_grad_norm, own_norm)
-        else:
-            torch.nn.utils.clip_grads_with_norm_(params, cfg.max_grad_norm, grad_norm)
+        for group, norm in zip(groups, group_norms, strict=True):
+            torch.nn.utils.clip_grads_with_norm_(group, cfg.max_grad_norm, norm)
         if self.use_graph:
             adam_step_unless(self.optimizer, ~ok)
         elif ok:
