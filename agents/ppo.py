@@ -536,7 +536,7 @@ class PPOAgent:
         groups = [[p for p in net.parameters() if p.grad is not None] for net in (self.actor, self.critic)]
         if not cfg.clip_per_network:
             groups = [groups[0] + groups[1]]
-        group_norms = [torch.nn.utils.get_total_norm([p.grad for p in group]) for group in groups]
+        group_norms = [torch.nn.utils.get_total_norm([g for p in group if (g := p.grad) is not None]) for group in groups]
         grad_norm = group_norms[0] if len(groups) == 1 else torch.linalg.vector_norm(torch.stack(group_norms))
         ok = torch.isfinite(grad_norm) & (grad_norm <= cfg.skip_grad_norm) & loss_ok
         # Clipping a skipped step's gradients (by a NaN or huge norm) is harmless: no Adam step reads them.

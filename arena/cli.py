@@ -40,13 +40,18 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Print the ratings a run's league kept in training (OUT/league), then play a round-robin among the "
             "policy the run handed back (its returned.json, else its newest checkpoint) and every league member "
-            "(scripted bots, snapshots, policy files) and print their openskill "
-            "ratings and each member's score against each other member."
+            "(scripted bots, snapshots, policy files) and print their Elo ratings (a Bradley-Terry fit of all "
+            "its rounds at once) and each member's score against each other member."
         ),
-        epilog="example: arena league runs/latest --rounds 20",
+        epilog="example: arena league runs/latest --rounds 100",
     )
     league.add_argument("run", type=Path, metavar="RUN_DIR", help="the --out of an 'arena train' run against the league")
-    league.add_argument("--rounds", type=_positive_int, default=20, help="rounds per pair of members (default: 20)")
+    league.add_argument(
+        "--rounds",
+        type=_positive_int,
+        default=100,
+        help="rounds per pair of members (default: 100; at 20 one pair's score is +-11 points, enough to swap two close bots)",
+    )
     league.add_argument("--ticks-per-round", type=_positive_int, default=2000, help="round tick cap (default: 2000)")
     league.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     league.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of tables")

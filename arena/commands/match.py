@@ -79,8 +79,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     match.add_argument(
         "--rate",
         action="store_true",
-        help="play a round-robin instead: every pair of --bot plays --rounds rounds 1v1, then print their openskill "
-        "ratings (mu, sigma, mu - 3 sigma) and each pair's score",
+        help="play a round-robin instead: every pair of --bot plays --rounds rounds 1v1, then print their Elo "
+        "ratings (a Bradley-Terry fit of all the rounds at once), each bot's score and each pair's score",
     )
 
 

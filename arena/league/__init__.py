@@ -5,7 +5,7 @@
 * :mod:`.opponents`: the league acting as tank 1 of a learning bot's matches; snapshots of the learner.
 * :mod:`.store`: the league on disk (``OUT/league/``), for ``--resume`` and ``arena league``.
 * :mod:`.ratings`: openskill ratings and win rates of every member, on the server side.
-* :mod:`.round_robin`: every pair of bots plays, for ratings on a common footing.
+* :mod:`.round_robin`: every pair of bots plays, rated by one Bradley-Terry fit (Elo) on a common footing.
 
 docs/arena.md, "The league", describes the rule and its parameters.
 """

@@ -172,16 +172,16 @@ def league_report(
         "training": table.summary() if table is not None else None,
         "round_robin": {
             "rounds_per_pair": rounds_per_pair,
-            "ratings": rate(results).table(),
+            "ratings": rate(results),
             "scores": cross_table(results),
         },
     }
 
 
 def rate_bots(players: Mapping[str, ControllerFactory], rounds_per_pair: int, seed: int, rules: TankRules) -> dict[str, Any]:
-    """``arena match --rate``: a round-robin of the given bots and their openskill ratings."""
+    """``arena match --rate``: a round-robin of the given bots and their Elo ratings (a Bradley-Terry fit)."""
     results = round_robin(players, rounds_per_pair, seed, rules)
-    return {"rounds_per_pair": rounds_per_pair, "ratings": rate(results).table(), "scores": cross_table(results)}
+    return {"rounds_per_pair": rounds_per_pair, "ratings": rate(results), "scores": cross_table(results)}
 
 
 def print_league(report: Mapping[str, Any]) -> None:
@@ -203,7 +203,8 @@ def print_league(report: Mapping[str, Any]) -> None:
                           str(row["rounds"]), "–" if win is None else f"{win:.0%}")  # fmt: skip
         console.print(table)
     robin = report.get("round_robin") or report
-    _print_ratings(console, robin, f"round-robin ratings ({robin['rounds_per_pair']} rounds per pair)")
+    rounds = robin["rounds_per_pair"]
+    _print_ratings(console, robin, f"round-robin ratings ({rounds} rounds per pair; Bradley-Terry, on the Elo scale)")
     scores: Mapping[str, Mapping[str, float]] = robin["scores"]
     order = [row["name"] for row in robin["ratings"]]
     matrix = Table(title="score of the row against the column (wins + half the draws)")
@@ -219,12 +220,10 @@ def _print_ratings(console: Any, robin: Mapping[str, Any], title: str) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    for column in ("#", "bot", "mu", "sigma", "ordinal (mu - 3 sigma)", "rounds"):
+    for column in ("#", "bot", "Elo", "score", "rounds"):
         table.add_column(column, justify="left" if column == "bot" else "right")
     for i, row in enumerate(robin["ratings"], 1):
-        table.add_row(
-            str(i), row["name"], f"{row['mu']:.1f}", f"{row['sigma']:.2f}", f"{row['ordinal']:.1f}", str(row["rounds"])
-        )
+        table.add_row(str(i), row["name"], f"{row['elo']:+.0f}", f"{row['score']:.0%}", str(row["rounds"]))
     console.print(table)
 
 
@@ -250,7 +249,7 @@ def league_command(args: argparse.Namespace) -> int:
 
 
 def rate_command(args: argparse.Namespace, royale: bool) -> int:
-    """``arena match --rate``: a round-robin of the --bot list, rated with openskill."""
+    """``arena match --rate``: a round-robin of the --bot list, rated by a Bradley-Terry fit on the Elo scale."""
     from ..bots.policies import load_policy
     from ..games.tank.scripted import SCRIPTED
 

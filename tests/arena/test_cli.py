@@ -188,7 +188,7 @@ def test_opponent_files_that_do_not_fit_are_refused_in_one_line(tmp_path, capsys
 
 
 def test_match_rate_prints_ratings(tmp_path):
-    """`arena match --rate`: a round-robin of the given bots, rated with openskill."""
+    """`arena match --rate`: a round-robin of the given bots, rated by a Bradley-Terry fit (Elo)."""
     result = arena("match", "--rate", "--bot", "sitting", "--bot", "tracker", "--bot", "spinner", "--rounds", "4",
                    "--ticks-per-round", "400", "--json")  # fmt: skip
     report = json.loads(result.stdout.strip().splitlines()[-1])
