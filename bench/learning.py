@@ -93,8 +93,15 @@ TARGETS = {
 CASES: dict[str, dict[str, Any]] = {
     "default": {"minutes": 5.0, "flags": [], "targets": TARGETS},
     "tracker": {"minutes": 5.0, "flags": ["--opponent", "tracker"], "targets": None},
-}
-"""case → training minutes, extra ``arena train`` flags (none: the README's command) and targets."""
+    "selfplay": {"minutes": 5.0, "flags": [f"--league-option={o}" for o in (
+        "scripted=false", "self_share=0.5", "max_snapshots=10", "exponent=0", "snapshot_every=3")], "targets": None},
+}  # fmt: skip
+"""case → training minutes, extra ``arena train`` flags (none: the README's command) and targets.
+
+``selfplay`` is what a user of ML-Agents' self-play trainer would run, with its defaults, on our learner: the
+learner meets only itself (half the rounds, ``play_against_latest_model_ratio`` 0.5) and its last 10 snapshots
+(``window``), drawn uniformly, one snapshot every 3 updates of 8,192 steps (``save_steps`` 20,000): the scripted
+ladder never plays in training, only in the evaluation."""
 FULL_SEEDS, PROXY_SEEDS = [0, 1, 2, 3, 4], [0, 1, 2]
 PROXY_MINUTES = 1.5
 EVAL_MINUTES = {"full": 3.0, "proxy": 0.8}
@@ -195,7 +202,8 @@ def round_robin(run: Path, seed: int) -> dict[str, Any]:
     ranking = [row["name"] for row in ratings]
     elo = {row["name"]: row["elo"] for row in ratings}
     policy = "returned"
-    above = all(elo[policy] > elo[name] for name in ranking if name in SCRIPTED)
+    scripted = [name for name in ranking if name in SCRIPTED]  # none when the league had no scripted bots
+    above = all(elo[policy] > elo[name] for name in scripted) if scripted else None
     return {
         "ranking": ranking,
         "rank": ranking.index(policy) + 1,
@@ -321,8 +329,8 @@ def aggregate(entries: list[dict[str, Any]]) -> dict[str, Any]:
                 "worst": max(r["rank"] for r in robins),  # the worst rank is the largest
                 "n": len(robins),
             },
-            "above_every_scripted": sum(r["above_every_scripted"] for r in robins),
-            "of": len(robins),
+            "above_every_scripted": sum(bool(r["above_every_scripted"]) for r in robins),
+            "of": sum(r["above_every_scripted"] is not None for r in robins),
         }
     for key in ("transitions_trained", "updates", "gradient_steps", "trained_steps_per_s"):
         got = [e[key] for e in done if isinstance(e.get(key), int | float)]

@@ -95,6 +95,12 @@ class LeagueConfig:
     a win each, made it look half beaten and kept it at a PFSP share like tracker's; it ended at 0%
     against ``sitting``. Ratings count draws as draws whatever this says."""
 
+    scripted: bool = True
+    """Whether the scripted ladder plays in the league. ``false`` with self-play and snapshots is the scheme
+    ML-Agents' self-play trainer runs (the learner meets only its own past and present; with
+    ``self_share=0.5``, ``max_snapshots=10`` and ``exponent=0``, its defaults ``play_against_latest_model_ratio``,
+    ``window`` and a uniform draw): the baseline ``bench/learning.py --case selfplay`` measures."""
+
     def __post_init__(self) -> None:
         for name in ("snapshot_every", "win_rate_memory"):
             value = getattr(self, name)
@@ -112,8 +118,9 @@ class LeagueConfig:
                 raise ValueError(f"league {name} must be a number in [0, 1], got {value!r}")
         if self.self_share >= 1.0:
             raise ValueError("league self_share must be below 1: the learner must meet other opponents")
-        if not isinstance(self.snapshots_as_one, bool):
-            raise ValueError(f"league snapshots_as_one must be true or false, got {self.snapshots_as_one!r}")
+        for name in ("snapshots_as_one", "scripted"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"league {name} must be true or false, got {getattr(self, name)!r}")
         if not (isinstance(self.exponent, (int, float)) and math.isfinite(self.exponent) and 0.0 <= self.exponent <= 10.0):
             raise ValueError(f"league exponent must be a number in [0, 10], got {self.exponent!r}")
 
@@ -168,14 +175,21 @@ class League:
 
     @classmethod
     def start(cls, config: LeagueConfig, scripted: Iterable[str], files: Mapping[str, str] = {}) -> League:
-        """A fresh league: the scripted bots, the file policies (name → path) and ``self`` if self-play is on."""
-        members = [Member(name, "scripted", name) for name in scripted]
+        """A fresh league: the scripted bots (unless ``config.scripted`` is off), the file policies (name → path)
+        and ``self`` if self-play is on.
+
+        With no opponent besides ``self`` the learner plays only itself until its first snapshot, which
+        needs both self-play and snapshots on.
+        """
+        members = [Member(name, "scripted", name) for name in scripted] if config.scripted else []
         members += [Member(name, "file", path) for name, path in files.items()]
         if config.self_share > 0:
             members.append(Member(SELF, "self"))
         league = cls(config, members)
-        if not league.opponents():
-            raise ValueError("a league needs at least one opponent besides the learner's live self")
+        if not league.opponents() and not (config.self_share > 0 and config.max_snapshots > 0):
+            raise ValueError(
+                "a league needs at least one opponent besides the learner's live self, or self-play and snapshots"
+            )
         return league
 
     def member(self, name: str) -> Member:
@@ -200,6 +214,8 @@ class League:
         slots: list[list[Member]] = [[m] for m in others if m.kind != "snapshot" or not snapshots]
         if snapshots:
             slots.append(snapshots)
+        if not slots:  # self-play alone, before the first snapshot
+            return {SELF: 1.0}
         slot_rates = [sum(m.win_rate for m in slot) / len(slot) for slot in slots]
         shares = self._pfsp(slot_rates, config.floor_share)
         has_self = any(m.kind == "self" for m in self.members)

@@ -54,7 +54,7 @@ class LeagueSpec:
     def describe(self) -> str:
         """One line for the start-up message."""
         c = self.config
-        parts = [", ".join(self.scripted), *(name for name, _ in self.files)]
+        parts = [", ".join(self.scripted) if c.scripted else "no scripted bots", *(name for name, _ in self.files)]
         if c.max_snapshots:
             parts.append(f"up to {c.max_snapshots} snapshots, one every {c.snapshot_every} updates")
         if c.self_share:

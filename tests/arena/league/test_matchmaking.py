@@ -120,6 +120,23 @@ def test_no_snapshots_and_no_self_play_when_disabled():
     assert SELF not in lg.probabilities()
 
 
+def test_self_play_alone_is_ml_agents_scheme_and_needs_snapshots():
+    """``scripted=false``: no scripted bot; only ``self`` until the first snapshot, then uniform over the
+    window (``exponent=0``) beside self's share, as ML-Agents' self-play trainer draws."""
+    lg = league(scripted=False, self_share=0.5, max_snapshots=10, exponent=0.0, snapshot_every=3)
+    assert [m.name for m in lg.members] == [SELF] and lg.probabilities() == {SELF: 1.0}
+    assert lg.draw(np.random.default_rng(0), 3) == [SELF] * 3
+    assert not lg.wants_snapshot(2) and lg.wants_snapshot(3)
+    for version in (3, 6):
+        lg.add_snapshot(version)
+    lg.member(snapshot_name(3)).win_rate = 0.9  # uniform: the win rates do not matter
+    assert lg.probabilities() == pytest.approx({snapshot_name(3): 0.25, snapshot_name(6): 0.25, SELF: 0.5})
+    for kwargs in ({"self_share": 0.0}, {"max_snapshots": 0}):
+        with pytest.raises(ValueError, match="self-play and snapshots"):
+            league(scripted=False, **kwargs)
+    assert LeagueConfig.from_options({"scripted": "false"}).scripted is False
+
+
 def test_state_round_trip_and_a_new_config_on_resume():
     lg = league(snapshot_every=10, max_snapshots=3)
     for version in (10, 20, 30):
@@ -147,6 +164,7 @@ def test_state_round_trip_and_a_new_config_on_resume():
         {"draw_value": "2"},
         {"snapshot_every": "many"},
         {"snapshots_as_one": "maybe"},
+        {"scripted": "maybe"},
         {"no_such_option": "1"},
     ],
 )
