@@ -95,7 +95,7 @@ def test_one_early_loss_does_not_read_as_never_wins():
 
 
 def test_snapshots_join_every_k_updates_and_the_easiest_leaves():
-    lg = league(snapshot_every=100, max_snapshots=2)
+    lg = league(snapshot_every=100, max_snapshots=2, self_share=0.1)
     assert not lg.wants_snapshot(99) and lg.wants_snapshot(100)
     first, evicted = lg.add_snapshot(100)
     assert first.name == snapshot_name(100) == "self@v100" and evicted is None

@@ -56,7 +56,7 @@ def test_snapshots_join_as_versions_pass_and_play_their_matches(tmp_path):
 
 def test_a_snapshot_acts_exactly_like_arena_match_with_its_file(tmp_path):
     """The saved snapshot is the learner's policy bit for bit; seated in a league it acts as PolicyController does."""
-    spec = LeagueSpec(LeagueConfig(snapshot_every=5, self_share=0.0), directory=tmp_path / "league")
+    spec = LeagueSpec(LeagueConfig(snapshot_every=5, max_snapshots=2), directory=tmp_path / "league")
     opponents = spec.build(n_matches=8, seed=0)
     policy = learner_policy(5, seed=7)
     opponents.learner(policy)
@@ -118,8 +118,9 @@ def test_resume_keeps_the_saved_files_and_adds_new_ones(tmp_path):
     first.write_bytes(encode(learner_policy(3, seed=3).to_weights()))
     second.write_bytes(encode(learner_policy(4, seed=4).to_weights()))
     directory = tmp_path / "league"
-    LeagueSpec(files=(("first", str(first)),), directory=directory).build(8, seed=0).close()
-    resumed = LeagueSpec(files=(("second", str(second)),), directory=directory, resume=True).build(8, seed=0)
+    config = LeagueConfig(self_share=0.1)  # ``self`` stays last
+    LeagueSpec(config, files=(("first", str(first)),), directory=directory).build(8, seed=0).close()
+    resumed = LeagueSpec(config, files=(("second", str(second)),), directory=directory, resume=True).build(8, seed=0)
     files = [m.name for m in resumed.league.members if m.kind == "file"]
     assert files == ["first", "second"] and resumed.league.members[-1].name == SELF
     obs = TankBattle(4, 2, TankRules(), seed=0).observe()[:, 1]

@@ -28,7 +28,7 @@ def tiny_policy(version: int) -> Policy:
 def test_save_and_load_round_trip_with_a_snapshot(tmp_path) -> None:
     store = LeagueStore(tmp_path / "league")
     assert store.load() is None  # nothing saved yet
-    league = League.start(LeagueConfig(snapshot_every=2), ("sitting", "tracker"))
+    league = League.start(LeagueConfig(snapshot_every=2, max_snapshots=2), ("sitting", "tracker"))
     member, _ = league.add_snapshot(4)
     policy = tiny_policy(4)
     store.save_snapshot(member, policy)
@@ -50,7 +50,7 @@ def test_save_and_load_round_trip_with_a_snapshot(tmp_path) -> None:
 
 def test_unreadable_state_and_missing_snapshots_are_refused(tmp_path) -> None:
     store = LeagueStore(tmp_path)
-    league = League.start(LeagueConfig(), ("sitting",))
+    league = League.start(LeagueConfig(max_snapshots=2), ("sitting",))
     league.add_snapshot(2)
     store.save(league)
     with pytest.raises(ValueError, match="league snapshot self@v2"):
@@ -63,11 +63,11 @@ def test_unreadable_state_and_missing_snapshots_are_refused(tmp_path) -> None:
 def test_only_an_exclusive_store_deletes_forgotten_snapshots(tmp_path) -> None:
     shared = LeagueStore(tmp_path, worker=2, exclusive=False)
     assert shared.state_path.name == "state-2.json" and LeagueStore(tmp_path).state_path.name == "state.json"
-    league = League.start(LeagueConfig(), ("sitting",))
+    league = League.start(LeagueConfig(max_snapshots=2), ("sitting",))
     member, _ = league.add_snapshot(6)
     shared.save_snapshot(member, tiny_policy(6))
     written = (shared.snapshots / member.source).read_bytes()
-    other, _ = League.start(LeagueConfig(), ("sitting",)).add_snapshot(6)
+    other, _ = League.start(LeagueConfig(max_snapshots=2), ("sitting",)).add_snapshot(6)
     shared.save_snapshot(other, tiny_policy(7))  # the file is there already: another worker wrote it, kept as is
     assert (shared.snapshots / member.source).read_bytes() == written
     shared.forget_snapshot(member)
