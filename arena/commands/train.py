@@ -41,7 +41,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         action="append",
         type=_opponent_kind,
         metavar="league|NAME|FILE|royale:PATH",
-        help="league (the default): the scripted ladder, snapshots of the learner and self-play, matched by PFSP "
+        help="league (the default): the scripted ladder matched by PFSP (snapshots of the learner and self-play: "
+        "--league-option, off by default) "
         "(docs/arena.md, 'The league'); with league, each FILE given too (a checkpoint, run directory or weights "
         "file) joins it. Without league, the opponents are fixed: scripted names (sitting, spinner, walker, "
         "tracker), policy FILEs or Tank Royale bot directories (royale:PATH, one bot process per match, see "
