@@ -28,10 +28,12 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
+from .adam import adam_step
 from .common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_rewards
 from .distributed import GradientSync
-from .fused import actor_critic_forward, clipped_surrogate
+from .fused import FlatGradients, actor_critic_forward, actor_critic_pass, clipped_surrogate, ppo_gradients
 from .guards import adam_step_unless
+from .loss_kernel import LossWeights
 from .networks import Critic, GaussianActor, check_same_shapes
 
 __all__ = ["PPOAgent", "PPOConfig", "adam_step_unless"]
@@ -193,6 +195,19 @@ class PPOAgent:
         self.progress = 0.0
         """The share of the run's budget spent, in [0, 1] (:meth:`set_progress`); it sets the learning rate."""
         self.optimizer = self._new_optimizer()
+        self._flat = FlatGradients(self.actor, self.critic)
+        self._written_out = config.fused and self.device.type == "cpu"
+        """The minibatch's gradients by :func:`agents.fused.ppo_gradients` (see :meth:`_minibatch_gradients`)."""
+        self._weights = LossWeights(
+            config.clip_epsilon,
+            config.max_log_ratio,
+            config.value_coef,
+            config.entropy_coef,
+            config.mean_bound,
+            config.mean_bound_coef,
+            config.log_std_min,
+            config.log_std_max,
+        )
         self.updates = 0
         self._segments: list[Segment] = []
         self._held = 0
@@ -323,7 +338,7 @@ class PPOAgent:
         with torch.no_grad():
             mean: Tensor | None
             if cfg.fused:
-                mean, values_t = actor_critic_forward(self.actor, self.critic, obs)
+                mean, values_t = actor_critic_pass(self.actor, self.critic, obs, cfg.minibatch_size)
             else:
                 mean, values_t = self.actor(obs) if cfg.proximal_anchor else None, self.critic(obs)
             values = values_t.cpu().numpy()
@@ -407,7 +422,40 @@ class PPOAgent:
             weight = (proximal - behaviour_logp).clamp(max=0.0).exp()
         return proximal, adv * weight
 
+    def _minibatch_gradients(
+        self, obs: Tensor, actions: Tensor, old_logp: Tensor, adv: Tensor, ret: Tensor
+    ) -> dict[str, Tensor]:
+        """One minibatch's loss terms (no gradient), every parameter's gradient of the loss in its ``.grad``.
+
+        On the CPU with ``fused`` the whole step is :func:`agents.fused.ppo_gradients`, the maths
+        written out with no autograd; elsewhere the loss goes through autograd: the reference
+        (``fused=False``), and on CUDA the fused nodes, whose graph replay already removes the
+        per-call overhead the written-out step saves on the CPU.
+        """
+        if self._written_out:
+            if self.config.advantage_norm == "minibatch":
+                adv = _renormalize(adv)
+            return ppo_gradients(self.actor, self.critic, self._flat, (obs, actions, old_logp, adv, ret), self._weights)
+        mb = self._minibatch_loss(obs, actions, old_logp, adv, ret)
+        # A graph zeroes in place instead of setting None: a replay writes gradients where it captured them.
+        self.optimizer.zero_grad(set_to_none=not self.use_graph)
+        mb["loss"].backward()  # type: ignore[no-untyped-call]
+        return {key: value.detach() for key, value in mb.items()}
+
+    def _gradient_groups(self) -> list[list[Tensor]]:
+        """The gradients the clip acts on, per group: both networks as one (the seed's), or one group each.
+
+        After the written-out step each network's gradients are one contiguous range of one buffer
+        (:class:`agents.fused.FlatGradients`), so a group is one tensor; after autograd, the ``.grad`` tensors.
+        """
+        if self._written_out:
+            flat = self._flat
+            return [[flat.actor], [flat.critic]] if self.config.clip_per_network else [[flat.buffer]]
+        groups = [[g for p in net.parameters() if (g := p.grad) is not None] for net in (self.actor, self.critic)]
+        return groups if self.config.clip_per_network else [groups[0] + groups[1]]
+
     def _minibatch_loss(self, obs: Tensor, actions: Tensor, old_logp: Tensor, adv: Tensor, ret: Tensor) -> dict[str, Tensor]:
+        """The minibatch's loss in autograd (see :meth:`_minibatch_gradients`)."""
         cfg = self.config
         if cfg.advantage_norm == "minibatch":
             adv = _renormalize(adv)
@@ -522,30 +570,25 @@ class PPOAgent:
         that skips everything leaves Adam without any state, like a fresh optimizer.
         """
         cfg = self.config
-        params = [*self.actor.parameters(), *self.critic.parameters()]
-        mb = self._minibatch_loss(obs, actions, old_logp, adv, ret)
-        # A graph zeroes in place instead of setting None: a replay writes gradients where it captured them.
-        self.optimizer.zero_grad(set_to_none=not self.use_graph)
-        mb["loss"].backward()  # type: ignore[no-untyped-call]
+        mb = self._minibatch_gradients(obs, actions, old_logp, adv, ret)
         loss_ok = torch.isfinite(mb["loss"])
         if self.gradient_sync is not None:  # averaged over ranks, so every rank decides the same below
-            loss_ok = self.gradient_sync(params, loss_ok)
+            loss_ok = self.gradient_sync(self._flat.params, loss_ok)
         self._gate_log_std_floor()
         # The clip's groups: both networks as one (the seed's), or each on its own norm. The guard reads the
         # joint norm either way, made from the groups' norms rather than a second pass over the gradients.
-        groups = [[p for p in net.parameters() if p.grad is not None] for net in (self.actor, self.critic)]
-        if not cfg.clip_per_network:
-            groups = [groups[0] + groups[1]]
-        group_norms = [torch.nn.utils.get_total_norm([g for p in group if (g := p.grad) is not None]) for group in groups]
+        groups = self._gradient_groups()
+        group_norms = [torch.linalg.vector_norm(g[0]) if len(g) == 1 else torch.nn.utils.get_total_norm(g) for g in groups]
         grad_norm = group_norms[0] if len(groups) == 1 else torch.linalg.vector_norm(torch.stack(group_norms))
         ok = torch.isfinite(grad_norm) & (grad_norm <= cfg.skip_grad_norm) & loss_ok
         # Clipping a skipped step's gradients (by a NaN or huge norm) is harmless: no Adam step reads them.
+        # The coefficient is clip_grads_with_norm_'s: max_norm / (norm + 1e-6), at most 1.
         for group, norm in zip(groups, group_norms, strict=True):
-            torch.nn.utils.clip_grads_with_norm_(group, cfg.max_grad_norm, norm)
+            torch._foreach_mul_(group, torch.clamp(cfg.max_grad_norm / (norm + 1e-6), max=1.0))
         if self.use_graph:
             adam_step_unless(self.optimizer, ~ok)
         elif ok:
-            self.optimizer.step()
+            adam_step(self.optimizer) if self._written_out else self.optimizer.step()
         with torch.no_grad():
             log_std = self.actor.log_std  # the raw parameter may not drift past the bounds
             log_std.copy_(torch.where(ok, log_std.clamp(cfg.log_std_min, cfg.log_std_max), log_std))

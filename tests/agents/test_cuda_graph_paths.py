@@ -17,7 +17,7 @@ import torch
 
 from agents import PPOAgent, TD3Agent, TD3Config
 from bench.td3 import DirectTD3
-from tests.agents.test_ppo import config, make_segments, replace_column, snapshot
+from tests.agents.test_ppo import change_loss, config, make_segments, replace_column, snapshot
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -101,14 +101,7 @@ def test_branchless_update_skips_a_finite_but_huge_gradient_norm(monkeypatch):
     eager, branchless = ppo_pair(skip_grad_norm=1e3)
     segments = cpu_segments()
     for agent in (eager, branchless):
-        original = agent._minibatch_loss
-
-        def exploding(*args, _original=original):
-            out = _original(*args)
-            out["loss"] = out["loss"] * 1e6
-            return out
-
-        monkeypatch.setattr(agent, "_minibatch_loss", exploding)
+        change_loss(monkeypatch, agent, scale=1e6)
         agent.observe(segments)
     before = snapshot(branchless)
     m_eager, m_branchless = eager.update(), branchless.update()
@@ -124,14 +117,8 @@ def test_branchless_update_keeps_the_log_std_floor_gate_and_clamp(monkeypatch):
     for agent in (eager, branchless):
         with torch.no_grad():
             agent.actor.log_std.fill_(agent.config.log_std_min)
-        original = agent._minibatch_loss
-
-        def pushed(*args, _original=original, _log_std=agent.actor.log_std):
-            out = _original(*args)
-            out["loss"] = out["loss"] + 100.0 * (_log_std[0] - _log_std[1])
-            return out
-
-        monkeypatch.setattr(agent, "_minibatch_loss", pushed)
+        log_std = agent.actor.log_std
+        change_loss(monkeypatch, agent, term=lambda log_std=log_std: 100.0 * (log_std[0] - log_std[1]))
         agent.observe(segments)
     assert_same_update(eager, branchless, eager.update(), branchless.update())
     log_std = branchless.actor.log_std.detach()

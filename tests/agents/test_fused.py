@@ -1,9 +1,11 @@
 """The fused PPO step (agents/fused.py) against the plain modules through autograd.
 
-In float64 the two must agree to rounding (1e-10) in every value and every gradient, across
-depths, both activations and every kink of the surrogate (both clipped regimes, ratios exactly
-inside the clip range where ``minimum`` splits its gradient, the ±20 log-ratio clamp, ±inf and
-NaN old log-probs). In float32, a whole update of each lands on the same parameters to 1e-5.
+Both fused paths are checked: the written-out step (``ppo_gradients``, the CPU's, no autograd)
+and the autograd nodes (CUDA's). In float64 each must agree with the reference to rounding
+(1e-10) in every value and every gradient, across depths, both activations and every kink of
+the surrogate (both clipped regimes, ratios exactly inside the clip range where ``minimum``
+splits its gradient, the ±20 log-ratio clamp, ±inf and NaN old log-probs, the log-std at its
+bounds). In float32, whole updates of each land on the same parameters to 1e-5.
 """
 
 from __future__ import annotations
@@ -47,22 +49,32 @@ def inputs(agent: PPOAgent, n: int = 40, seed: int = 0) -> tuple[torch.Tensor, .
     return obs, actions, old, adv, ret
 
 
-def loss_and_grads(agent: PPOAgent, batch: tuple[torch.Tensor, ...]) -> tuple[dict[str, float], list[torch.Tensor]]:
-    agent.optimizer.zero_grad(set_to_none=True)
-    out = agent._minibatch_loss(*batch)
-    out["loss"].backward()
+def loss_and_grads(
+    agent: PPOAgent, batch: tuple[torch.Tensor, ...], nodes: bool = False
+) -> tuple[dict[str, float], list[torch.Tensor]]:
+    """The minibatch's values and gradients as the agent's step computes them (``nodes``: through autograd)."""
+    if nodes:
+        agent.optimizer.zero_grad(set_to_none=True)
+        out = agent._minibatch_loss(*batch)
+        out["loss"].backward()
+    else:
+        out = agent._minibatch_gradients(*batch)
     params = [*agent.actor.parameters(), *agent.critic.parameters()]
     return {k: float(v.detach()) for k, v in out.items()}, [p.grad.clone() for p in params]
 
 
 def assert_same(fused: PPOAgent, reference: PPOAgent, batch: tuple[torch.Tensor, ...]) -> None:
-    values_f, grads_f = loss_and_grads(fused, batch)
+    """The written-out step and the autograd nodes each give the reference's values and gradients."""
+    assert fused._written_out and not reference._written_out
     values_r, grads_r = loss_and_grads(reference, batch)
-    assert values_f.keys() == values_r.keys()
-    for key in values_f:
-        assert values_f[key] == pytest.approx(values_r[key], rel=1e-10, abs=1e-12, nan_ok=True), key
-    for got, want in zip(grads_f, grads_r, strict=True):
-        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12, equal_nan=True)
+    for nodes in (False, True):
+        values_f, grads_f = loss_and_grads(fused, batch, nodes=nodes)
+        assert values_f.keys() == values_r.keys()
+        for key in values_f:
+            rel = 1e-6 if key == "clip_fraction" else 1e-10  # the reference counts clipped rows in float32
+            assert values_f[key] == pytest.approx(values_r[key], rel=rel, abs=1e-12, nan_ok=True), (key, nodes)
+        for got, want in zip(grads_f, grads_r, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12, equal_nan=True)
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
@@ -101,7 +113,7 @@ def test_minibatch_loss_and_every_gradient_equal_the_reference(advantage_norm):
 
 
 def test_the_mean_bound_penalty_flows_through_the_fused_mean_as_through_the_reference():
-    """mean_bound_coef: its term reaches the fused node's mean output through autograd, with the reference's gradients."""
+    """mean_bound_coef: its term's gradient reaches the mean written out, and through autograd on the nodes."""
     fused, reference = pair(mean_bound=0.005, mean_bound_coef=2.0)
     batch = inputs(fused)
     with torch.no_grad():
@@ -160,9 +172,13 @@ def _segments(seed: int, steps: int = 96) -> list[Segment]:
     return out
 
 
-def test_whole_updates_land_on_the_same_parameters_in_float32():
-    """Two updates of the default step and the reference from the same seed: parameters equal to 1e-5."""
-    config = PPOConfig(OBS, ACT, rollout_steps=96, minibatch_size=32, epochs=2, seed=5)
+@pytest.mark.parametrize("clip_per_network", [False, True])
+def test_whole_updates_land_on_the_same_parameters_in_float32(clip_per_network):
+    """Two updates of the default step and the reference from the same seed: parameters equal to 1e-5.
+
+    The clip acts on both networks' gradients as one range of the written-out step's buffer, or on each's.
+    """
+    config = PPOConfig(OBS, ACT, rollout_steps=96, minibatch_size=32, epochs=2, seed=5, clip_per_network=clip_per_network)
     fused, reference = PPOAgent(config), PPOAgent(dataclasses.replace(config, fused=False))
     for seed in range(2):
         for agent in (fused, reference):

@@ -90,6 +90,32 @@ def all_params(agent: PPOAgent) -> list[torch.Tensor]:
     return [*agent.actor.parameters(), *agent.critic.parameters()]
 
 
+def change_loss(monkeypatch, agent: PPOAgent, scale: float = 1.0, term=None) -> None:
+    """Make each minibatch's loss ``scale * loss + term()``, on the path that computes its gradients.
+
+    The step's gradients come from the written-out maths (the CPU's fused step) or from autograd;
+    either way they are scaled here and the term's gradient is added through autograd, so the
+    guards after them see what a changed loss would give.
+    """
+    original = agent._minibatch_gradients
+    params = all_params(agent)
+
+    def changed(*args):
+        out = original(*args)
+        for p in params:
+            p.grad.mul_(scale)
+        out["loss"] = out["loss"] * scale
+        if term is not None:
+            extra = term()
+            for p, grad in zip(params, torch.autograd.grad(extra, params, allow_unused=True), strict=True):
+                if grad is not None:
+                    p.grad.add_(grad)
+            out["loss"] = out["loss"] + extra.detach()
+        return out
+
+    monkeypatch.setattr(agent, "_minibatch_gradients", changed)
+
+
 def silence_critic(agent: PPOAgent) -> None:
     """Zero the critic's head so every value (and bootstrap value) is exactly 0."""
     head = agent.critic.net[-1]
@@ -355,30 +381,15 @@ def test_finite_but_huge_grad_norm_is_skipped(monkeypatch):
     act = torch.from_numpy(np.concatenate([s.act for s in segments]))
     logp = torch.from_numpy(np.concatenate([s.logp for s in segments]))
     adv = torch.from_numpy(np.random.default_rng(0).normal(size=len(obs)).astype(np.float32))
-    agent._minibatch_loss(obs, act, logp, adv, adv)["loss"].backward()
+    agent._minibatch_gradients(obs, act, logp, adv, adv)
     base = float(torch.nn.utils.get_total_norm([p.grad for p in all_params(agent)]))
-    agent.optimizer.zero_grad(set_to_none=True)
-    scale = 1e17 / base
-    original = agent._minibatch_loss
-    seen: list[float] = []
-
-    def exploding(*args):
-        out = original(*args)
-        out["loss"] = out["loss"] * scale
-        return out
-
-    def record_norm(*args, **kwargs):
-        norm = real_total_norm(*args, **kwargs)
-        seen.append(float(norm))
-        return norm
-
-    real_total_norm = torch.nn.utils.get_total_norm
-    monkeypatch.setattr(agent, "_minibatch_loss", exploding)
-    monkeypatch.setattr(torch.nn.utils, "get_total_norm", record_norm)
+    change_loss(monkeypatch, agent, scale=1e17 / base)
+    agent._minibatch_gradients(obs, act, logp, adv, adv)
+    seen = float(torch.nn.utils.get_total_norm([p.grad for p in all_params(agent)]))
+    assert math.isfinite(seen) and seen > 1e15
     agent.observe(segments)
     before = snapshot(agent)
     metrics = agent.update()
-    assert len(seen) == 6 and all(math.isfinite(n) and n > 1e15 for n in seen)
     assert metrics["train/skipped_minibatches"] == 6.0
     assert all(torch.equal(a, b) for a, b in zip(before, snapshot(agent), strict=True))
     assert len(agent.optimizer.state) == 0
@@ -401,7 +412,7 @@ def test_floor_gate_drops_downward_gradient_and_keeps_upward():
         actions[:, 2] = mean[:, 2]
         logp = agent.actor.log_prob(obs, actions)[0]  # ratio exactly 1
     adv = torch.ones(len(obs))
-    agent._minibatch_loss(obs, actions, logp, adv, torch.zeros(len(obs)))["loss"].backward()
+    agent._minibatch_gradients(obs, actions, logp, adv, torch.zeros(len(obs)))
     coef = agent.config.entropy_coef
     raw = agent.actor.log_std.grad.clone()
     np.testing.assert_allclose(raw.numpy(), [1.0 - coef, -8.0 - coef, 1.0 - coef], rtol=1e-4)
@@ -417,15 +428,8 @@ def test_update_at_floor_never_goes_below_and_accumulates_no_downward_momentum(m
     agent = PPOAgent(config(learning_rate=1e-2))
     with torch.no_grad():
         agent.actor.log_std.fill_(FLOOR)
-    original = agent._minibatch_loss
-
-    def pushed(*args):
-        out = original(*args)
-        ls = agent.actor.log_std
-        out["loss"] = out["loss"] + 100.0 * (ls[0] - ls[1])
-        return out
-
-    monkeypatch.setattr(agent, "_minibatch_loss", pushed)
+    log_std = agent.actor.log_std
+    change_loss(monkeypatch, agent, term=lambda: 100.0 * (log_std[0] - log_std[1]))
     agent.observe(make_segments(agent))
     metrics = agent.update()
     assert metrics["train/minibatches"] == 6.0
@@ -455,8 +459,7 @@ def test_entropy_gives_no_gradient_at_the_ceiling():
     with torch.no_grad():
         agent.actor.log_std.copy_(torch.tensor([CEILING, -1.0]))
     obs, actions, logp = minibatch_inputs(agent)
-    mb = agent._minibatch_loss(obs, actions, logp, torch.zeros(len(obs)), torch.randn(len(obs)))
-    mb["loss"].backward()
+    agent._minibatch_gradients(obs, actions, logp, torch.zeros(len(obs)), torch.randn(len(obs)))
     grad = agent.actor.log_std.grad
     assert grad[0] == 0.0
     assert float(grad[1]) == pytest.approx(-0.05, abs=1e-7)
@@ -469,16 +472,13 @@ def test_log_std_never_exceeds_the_ceiling(monkeypatch):
     agent = PPOAgent(config(learning_rate=5e-2))
     with torch.no_grad():
         agent.actor.log_std.fill_(CEILING - 1e-3)
-    original = agent._minibatch_loss
     history: list[torch.Tensor] = []
 
-    def pushed(*args):
+    def pushed() -> torch.Tensor:
         history.append(agent.actor.log_std.detach().clone())
-        out = original(*args)
-        out["loss"] = out["loss"] - 100.0 * agent.actor.log_std.sum()
-        return out
+        return -100.0 * agent.actor.log_std.sum()
 
-    monkeypatch.setattr(agent, "_minibatch_loss", pushed)
+    change_loss(monkeypatch, agent, term=pushed)
     for seed in range(2):
         agent.observe(make_segments(agent, seed=seed))
         agent.update()

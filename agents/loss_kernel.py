@@ -1,0 +1,177 @@
+"""PPO's clipped surrogate, value loss, entropy bonus and their gradients as one compiled loop.
+
+Why: between the networks' forward and backward a PPO minibatch step computes, per row, a
+Gaussian log-density, a clamped ratio, the clipped objective and its derivative, the value
+error, and a few sums. In torch that is ~60 calls on (1024 x 5) and (1024,) tensors, each
+~3 us of dispatch for well under a microsecond of arithmetic: ~300 us, a sixth of the step
+on this CPU. Here it is one numba loop over the rows (~20 us), no compiler needed on the
+user's machine (numba ships wheels), compiled on first use and cached on disk.
+
+The maths is :func:`agents.fused._surrogate_forward` and ``_surrogate_backward`` with the
+entropy bonus, the mean-bound penalty and the log-std clamp of
+:meth:`agents.ppo.PPOAgent._minibatch_loss` folded in, and autograd's rule at every kink:
+the log-ratio clamp passes gradient only strictly inside its bounds (a NaN or infinite old
+log-prob gets none, and makes the loss NaN, so the skip guard drops the step), the ratio clip
+only inside [1 - eps, 1 + eps], ``minimum`` gives each side half where they tie, the log-std
+clamp passes gradient inside its bounds inclusive, and the entropy bonus is gated off for a
+log-std at its ceiling. Sums run in float64. ``tests/agents/test_fused.py`` checks values and
+gradients against autograd in float64 at every kink.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["STATS", "LossWeights", "loss_and_head_gradients"]
+
+
+class LossWeights(NamedTuple):
+    """The loss's coefficients and bounds (a :class:`agents.ppo.PPOConfig`'s fields of the same names)."""
+
+    clip_epsilon: float
+    max_log_ratio: float
+    value_coef: float
+    entropy_coef: float
+    mean_bound: float
+    mean_bound_coef: float
+    log_std_min: float
+    log_std_max: float
+
+
+STATS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "mean_excess")
+"""The kernel's ``stats`` vector, in order."""
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _kernel(
+    mean: NDArray[Any],
+    log_std_raw: NDArray[Any],
+    value: NDArray[Any],
+    actions: NDArray[Any],
+    old_logp: NDArray[Any],
+    adv: NDArray[Any],
+    ret: NDArray[Any],
+    weights: NDArray[np.float64],
+    grad_mean: NDArray[Any],
+    grad_value: NDArray[Any],
+    grad_log_std: NDArray[Any],
+    stats: NDArray[np.float64],
+) -> None:
+    rows, dims = mean.shape
+    eps, max_log_ratio, value_coef, entropy_coef = weights[0], weights[1], weights[2], weights[3]
+    bound, bound_coef, lo, hi = weights[4], weights[5], weights[6], weights[7]
+    log_std = np.empty(dims)
+    inv_std = np.empty(dims)
+    log_norm = _HALF_LOG_2PI * dims
+    entropy = 0.0
+    for j in range(dims):
+        s = log_std_raw[j]
+        if s < lo:
+            s = lo
+        elif s > hi:
+            s = hi  # a NaN fails both tests and stays NaN, as clamp leaves it
+        log_std[j] = s
+        inv_std[j] = math.exp(-s)
+        log_norm += s
+        entropy += s + 0.5 + _HALF_LOG_2PI
+    z_sq_weighted = np.zeros(dims)  # sum over rows of z^2 * d(loss)/d(logp)
+    grad_logp_sum = 0.0
+    objective_sum = error_sq_sum = kl_sum = excess_sum = 0.0
+    clipped_rows = 0
+    inv_rows = 1.0 / rows
+    value_scale = value_coef * 2.0 * inv_rows
+    bound_scale = bound_coef * 2.0 * inv_rows
+    for i in range(rows):
+        sq = 0.0
+        for j in range(dims):
+            z = (actions[i, j] - mean[i, j]) * inv_std[j]
+            sq += z * z
+        raw = -0.5 * sq - log_norm - old_logp[i]
+        log_ratio = raw
+        if log_ratio < -max_log_ratio:
+            log_ratio = -max_log_ratio
+        elif log_ratio > max_log_ratio:
+            log_ratio = max_log_ratio
+        ratio = math.exp(log_ratio)
+        clipped = ratio
+        if clipped < 1.0 - eps:
+            clipped = 1.0 - eps
+        elif clipped > 1.0 + eps:
+            clipped = 1.0 + eps
+        a = adv[i]
+        surr1, surr2 = ratio * a, clipped * a
+        objective = math.nan if surr1 != surr1 or surr2 != surr2 else min(surr1, surr2)  # minimum propagates NaN
+        objective_sum += objective
+        error = value[i] - ret[i]
+        error_sq_sum += error * error
+        kl_sum += (ratio - 1.0) - log_ratio  # http://joschu.net/blog/kl-approx.html
+        if abs(ratio - 1.0) > eps:
+            clipped_rows += 1
+        # d(objective)/d(ratio): minimum's side (half each on a tie), the clip's inside, the log-ratio clamp's inside.
+        in_range = 1.0 if ratio == clipped else 0.0
+        if surr1 < surr2:
+            weight = 1.0
+        elif surr1 > surr2:
+            weight = in_range
+        else:
+            weight = 0.5 * (1.0 + in_range)
+        d_ratio = weight * a * ratio if log_ratio == raw else 0.0
+        grad_logp = -d_ratio * inv_rows  # policy_loss = -mean(objective)
+        grad_logp_sum += grad_logp
+        for j in range(dims):
+            m = mean[i, j]
+            z = (actions[i, j] - m) * inv_std[j]
+            z_sq_weighted[j] += z * z * grad_logp
+            g = z * grad_logp * inv_std[j]  # d logp / d mean = z / std
+            if bound_coef > 0.0:
+                excess = abs(m) - bound
+                if excess > 0.0:
+                    excess_sum += excess * excess
+                    g += bound_scale * excess * (1.0 if m > 0.0 else -1.0)
+            grad_mean[i, j] = g
+        grad_value[i] = error * value_scale
+    for j in range(dims):
+        raw_s = log_std_raw[j]
+        g = z_sq_weighted[j] - grad_logp_sum  # d logp / d log_std = z^2 - 1
+        if raw_s < hi:
+            g -= entropy_coef  # the bonus, gated off at the ceiling
+        grad_log_std[j] = g if lo <= raw_s <= hi else 0.0
+    policy_loss = -objective_sum * inv_rows
+    value_loss = error_sq_sum * inv_rows
+    mean_excess = excess_sum * inv_rows
+    loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
+    if bound_coef > 0.0:
+        loss += bound_coef * mean_excess
+    stats[0], stats[1], stats[2], stats[3] = loss, policy_loss, value_loss, entropy
+    stats[4], stats[5], stats[6] = kl_sum * inv_rows, clipped_rows * inv_rows, mean_excess
+
+
+_compiled: Callable[..., None] | None = None
+
+
+def loss_and_head_gradients(
+    mean: NDArray[Any],
+    log_std_raw: NDArray[Any],
+    value: NDArray[Any],
+    batch: tuple[NDArray[Any], NDArray[Any], NDArray[Any], NDArray[Any]],
+    weights: LossWeights,
+    grads: tuple[NDArray[Any], NDArray[Any], NDArray[Any]],
+    stats: NDArray[np.float64],
+) -> None:
+    """Fill ``grads`` = (d loss/d mean, d loss/d value, d loss/d raw log-std) and ``stats`` (:data:`STATS`).
+
+    ``batch`` is (actions, old log-probs, advantages, returns); arrays may be strided (columns
+    of the packed rollout). The first call compiles the kernel, or loads it from numba's cache.
+    """
+    global _compiled
+    if _compiled is None:
+        from numba import njit  # here, not at import: a process that never trains never loads numba
+
+        _compiled = njit(cache=True, nogil=True)(_kernel)
+    _compiled(mean, log_std_raw, value, *batch, np.array(weights, dtype=np.float64), *grads, stats)
