@@ -21,13 +21,14 @@ gradients against autograd in float64 at every kink.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["STATS", "LossWeights", "loss_and_head_gradients"]
+__all__ = ["STATS", "LossWeights", "compile_kernel", "loss_and_head_gradients"]
 
 
 class LossWeights(NamedTuple):
@@ -175,3 +176,24 @@ def loss_and_head_gradients(
 
         _compiled = njit(cache=True, nogil=True)(_kernel)
     _compiled(mean, log_std_raw, value, *batch, np.array(weights, dtype=np.float64), *grads, stats)
+
+
+def compile_kernel() -> float:
+    """Compile (or load from numba's cache) the float32 kernel on a tiny batch; the seconds it took.
+
+    ~2 s the first time on a machine, ~0.3 s from the cache. ``arena train`` calls it before its
+    budget's clock starts, so the first update does not hold the trainer thread (and the GIL) for it.
+    """
+    started = time.perf_counter()
+    rows, dims = 3, 2  # both above 1, or numba would see the transposed arrays as row-major too
+    f32 = np.float32
+    # The layouts of the step's own arrays (numba compiles one variant per layout): the mean and its
+    # gradient column-major (the head is computed transposed), the batch columns of the packed rollout.
+    mean, grad_mean = np.zeros((dims, rows), f32).T, np.zeros((dims, rows), f32).T
+    packed = np.zeros((rows, dims + 3), f32)
+    value, grad_value, log_std = np.zeros(rows, f32), np.zeros(rows, f32), np.zeros(dims, f32)
+    batch = (packed[:, :dims], packed[:, dims], packed[:, dims + 1], packed[:, dims + 2])
+    weights = LossWeights(0.2, 20.0, 0.5, 0.0, 1.0, 0.0, -3.0, 0.0)
+    grads = (grad_mean, grad_value, log_std.copy())
+    loss_and_head_gradients(mean, log_std, value, batch, weights, grads, np.empty(len(STATS)))
+    return time.perf_counter() - started

@@ -22,7 +22,8 @@ def test_train_then_resume_continues_the_policy_version(tmp_path, capsys):
     """`arena train` on the tank arena writes its outputs; `--resume` continues the version in a new generation."""
     out = tmp_path / "run"
     # The league, with its snapshots and self-play (off by default) turned on.
-    options = ["--league-option", "snapshot_every=2", "--league-option", "max_snapshots=2", "--league-option", "self_share=0.1"]
+    options = ["--league-option", "snapshot_every=2", "--league-option", "max_snapshots=2"]
+    options += ["--league-option", "self_share=0.1"]
     common = ["train", "--ticks-per-round", "150", "--matches", "4", "--out", str(out), *options]
     arena(*common, "--rounds", "10", "--eval-rounds", "10", "--agent-option", "final_lr_fraction=0.5")
     first = json.loads((out / "summary.json").read_text())
