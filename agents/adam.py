@@ -11,9 +11,16 @@ kernel ``Adam.step()`` would run, bit for bit (``tests/agents/test_adam.py``).
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 __all__ = ["adam_step"]
+
+_COUNTS: weakref.WeakKeyDictionary[torch.optim.Optimizer, tuple[torch.Tensor, list[torch.Tensor]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per optimizer: the one tensor its parameters' step counts are views of, and those views."""
 
 
 def adam_step(optimizer: torch.optim.Adam) -> None:
@@ -36,7 +43,12 @@ def adam_step(optimizer: torch.optim.Adam) -> None:
         return
     steps = [s["step"] for s in states]  # type: ignore[index]
     beta1, beta2 = group["betas"]
-    torch._foreach_add_(steps, 1)
+    shared = _shared_counts(optimizer, steps)
+    if shared is None:
+        torch._foreach_add_(steps, 1)
+    else:
+        counts, steps = shared
+        counts.add_(1)
     torch._fused_adam_(
         params,
         [p.grad for p in params],
@@ -52,3 +64,28 @@ def adam_step(optimizer: torch.optim.Adam) -> None:
         amsgrad=False,
         maximize=False,
     )
+
+
+def _shared_counts(optimizer: torch.optim.Adam, steps: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
+    """One tensor whose ``add_(1)`` advances every parameter's step count and its views (now the
+    state's counts), or None where the counts differ.
+
+    Why: ``_foreach_add_`` over 14 zero-dimensional CPU tensors costs ~20 us, half the kernel's
+    own time; one add over a 14-element tensor costs ~2.5 us. The counts are made views of one
+    tensor, in the optimizer's own state, the first time they are all equal (as they are for a
+    group that stepped together); a ``load_state_dict`` replaces them and they are joined again.
+    A view reads, saves and loads as the count it was, so nothing else sees a difference.
+    """
+    cached = _COUNTS.get(optimizer)
+    if cached is not None and len(cached[1]) == len(steps) and all(a is b for a, b in zip(cached[1], steps, strict=True)):
+        return cached
+    first = steps[0]
+    same = all(s.dim() == 0 and s.dtype == first.dtype and s.device == first.device for s in steps)
+    if not same or not all(bool(s == first) for s in steps):
+        return None
+    counts = torch.stack(steps)
+    views = list(counts.unbind())
+    for state, view in zip((optimizer.state[p] for p in optimizer.param_groups[0]["params"]), views, strict=True):
+        state["step"] = view
+    _COUNTS[optimizer] = (counts, views)
+    return counts, views

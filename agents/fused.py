@@ -37,13 +37,29 @@ from torch import Tensor, nn
 from .loss_kernel import STATS, LossWeights, loss_and_head_gradients
 from .networks import Critic, GaussianActor
 
-__all__ = ["FlatGradients", "actor_critic_forward", "actor_critic_pass", "clipped_surrogate", "ppo_gradients"]
+__all__ = [
+    "FlatGradients",
+    "actor_critic_forward",
+    "actor_critic_pass",
+    "clipped_surrogate",
+    "ppo_gradients",
+    "write_ppo_gradients",
+]
 
 
-def _activate_(z: Tensor, activation: str) -> Tensor:
-    """The activation in place on a fresh pre-activation (tanh as 2 sigmoid(2z) - 1: see ``FastTanh``)."""
+_MINUS_ONE = torch.tensor(-1.0)
+
+
+def _activate_(z: Tensor, activation: str, doubled: bool = False) -> Tensor:
+    """The activation in place on a fresh pre-activation (tanh as 2 sigmoid(2z) - 1: see ``FastTanh``).
+
+    ``doubled``: ``z`` is already 2z (the layer's weights and bias were doubled, which is exact). The
+    last two operations are one, ``-1 + 2 s`` (``add`` with ``alpha``): 8 us against 18 on a
+    ``1024 x 128`` block here, and the same float, since doubling is exact.
+    """
     if activation == "tanh":
-        return torch.sigmoid_(z.mul_(2.0)).mul_(2.0).sub_(1.0)
+        sigmoid = torch.sigmoid_(z if doubled else z.mul_(2.0))
+        return torch.add(_MINUS_ONE, sigmoid, alpha=2.0, out=sigmoid)
     return torch.relu_(z)
 
 
@@ -70,8 +86,12 @@ def _networks_forward(
     """(mean, value, activations) of two MLPs given as ``[W0, b0, W1, b1, ...]`` with equal hidden widths."""
     layers = len(actor) // 2
     width = actor[0].shape[0]
-    first = torch.addmm(torch.cat([actor[1], critic[1]]), obs, torch.cat([actor[0], critic[0]]).t())
-    first = _activate_(first, activation)
+    bias, weight = torch.cat([actor[1], critic[1]]), torch.cat([actor[0], critic[0]])
+    doubled = activation == "tanh"  # tanh needs 2z: doubling the stacked copies costs less than doubling the output
+    if doubled:
+        bias.mul_(2.0)
+        weight.mul_(2.0)
+    first = _activate_(torch.addmm(bias, obs, weight.t()), activation, doubled)
     a_outs, c_outs = [first[:, :width]], [first[:, width:]]
     for i in range(1, layers - 1):
         a_outs.append(_activate_(torch.addmm(actor[2 * i + 1], a_outs[-1], actor[2 * i].t()), activation))
@@ -355,6 +375,24 @@ def ppo_gradients(
     dimension at the log-std ceiling; the log-std's clamp passes gradient only inside its bounds, as
     ``clamp`` does. Returned values carry no gradient.
     """
+    stats = torch.empty(len(STATS), dtype=torch.float64)
+    write_ppo_gradients(actor, critic, grads, batch, weights, stats)
+    return dict(zip(STATS, stats.unbind(), strict=True))
+
+
+def write_ppo_gradients(
+    actor: GaussianActor,
+    critic: Critic,
+    grads: FlatGradients,
+    batch: tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
+    weights: LossWeights,
+    stats: Tensor,
+) -> None:
+    """:func:`ppo_gradients` with the loss terms written into ``stats`` (float64, :data:`agents.loss_kernel.STATS`' order).
+
+    The step's own form: its statistics land in a vector it keeps, read by the guards' kernel,
+    so no tensor is made per term.
+    """
     obs, actions, old_logp, adv, ret = batch
     with torch.no_grad():
         grads.attach()
@@ -362,7 +400,6 @@ def ppo_gradients(
         actor_params, critic_params = grads.actor_params[1:], grads.critic_params
         mean, value, outs = _networks_forward(actor.activation, obs, actor_params, critic_params)
         grad_mean, grad_value = torch.empty_like(mean), torch.empty_like(value)
-        stats = torch.empty(len(STATS), dtype=torch.float64)
         loss_and_head_gradients(
             mean.numpy(),
             actor.log_std.detach().numpy(),
@@ -375,4 +412,3 @@ def ppo_gradients(
         _networks_backward(
             actor.activation, obs, outs, (actor_params, critic_params), grad_mean, grad_value, (actor_grads, critic_grads)
         )
-    return dict(zip(STATS, stats.unbind(), strict=True))

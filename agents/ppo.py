@@ -29,17 +29,19 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from .adam import adam_step
-from .common import Segment, SegmentEnd, compute_gae, normalize_advantages, segment_rewards
+from .common import Segment, SegmentEnd, compute_gae_flat, normalize_advantages, segment_rewards
 from .distributed import GradientSync
-from .fused import FlatGradients, actor_critic_forward, actor_critic_pass, clipped_surrogate, ppo_gradients
+from .fused import FlatGradients, actor_critic_forward, actor_critic_pass, clipped_surrogate, write_ppo_gradients
+from .guard_kernel import GuardLimits, guard_and_clip
 from .guards import adam_step_unless
-from .loss_kernel import LossWeights
+from .loss_kernel import STATS, LossWeights
 from .networks import Critic, GaussianActor, check_same_shapes
 
 __all__ = ["PPOAgent", "PPOConfig", "adam_step_unless"]
 
 _TOTALS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "mean_excess", "grad_norm")
 """Per-minibatch statistics the step sums on the device (then its done and skipped counts)."""
+assert _TOTALS[:-1] == STATS[1:], "agents.guard_kernel adds the loss kernel's statistics to the totals by position"
 _GRAPH_WARMUP_STEPS = 3
 """Eager minibatch steps (on a side stream) before capture, as the PyTorch CUDA-graph recipe asks."""
 
@@ -199,7 +201,10 @@ class PPOAgent:
         self.optimizer = self._new_optimizer()
         self._flat = FlatGradients(self.actor, self.critic)
         self._written_out = config.fused and self.device.type == "cpu"
-        """The minibatch's gradients by :func:`agents.fused.ppo_gradients` (see :meth:`_minibatch_gradients`)."""
+        """The minibatch's gradients by :func:`agents.fused.write_ppo_gradients` (see :meth:`_minibatch_gradients`)."""
+        self._guards_compiled = self._written_out
+        """The guards after those gradients by :func:`agents.guard_kernel.guard_and_clip` (one rank, no graph);
+        else in torch. A test turns it off to hold the two against each other."""
         self._weights = LossWeights(
             config.clip_epsilon,
             config.max_log_ratio,
@@ -209,6 +214,13 @@ class PPOAgent:
             config.mean_bound_coef,
             config.log_std_min,
             config.log_std_max,
+        )
+        self._stats = torch.zeros(len(STATS), dtype=torch.float64)
+        """The written-out step's statistics (:data:`agents.loss_kernel.STATS`), refilled every minibatch."""
+        self._stat_views = dict(zip(STATS, self._stats.unbind(), strict=True))
+        self._limits = np.array(
+            GuardLimits(config.log_std_min, config.max_grad_norm, config.skip_grad_norm, config.clip_per_network),
+            dtype=np.float64,
         )
         self.updates = 0
         self._segments: list[Segment] = []
@@ -349,10 +361,11 @@ class PPOAgent:
             if boot_rows:
                 boot_obs = np.stack([segments[i].next_obs for i in boot_rows])  # type: ignore[misc]
                 last_values[boot_rows] = self.critic(torch.from_numpy(boot_obs).to(dev)).cpu().numpy()
-        splits = np.cumsum([s.steps for s in segments])[:-1]
+        lengths = np.array([s.steps for s in segments], dtype=np.int64)
+        flat_rewards = np.concatenate(rewards)
 
         # GAE per segment: 0 after a natural end, V(next_obs) after a truncation (a time limit still has a future).
-        advantages, returns = compute_gae(rewards, np.split(values, splits), last_values, cfg.gamma, cfg.gae_lambda)
+        advantages, returns = compute_gae_flat(flat_rewards, values, lengths, last_values, cfg.gamma, cfg.gae_lambda)
         norm_adv, adv_branch = normalize_advantages(advantages)
         adv_t = torch.from_numpy(norm_adv).to(dev)
         ret_t = torch.from_numpy(returns.astype(np.float32)).to(dev)
@@ -398,7 +411,7 @@ class PPOAgent:
                 "train/advantage_guard": {"normalized": 0.0, "centered": 1.0, "zeroed": 2.0}[adv_branch],
                 "train/std_mean": float(self.actor.clamped_log_std().detach().exp().mean()),
                 "train/learning_rate": self.learning_rate,
-                "train/reward_mean": float(np.mean(np.concatenate(rewards))),
+                "train/reward_mean": float(np.mean(flat_rewards)),
             }
         )
         return metrics
@@ -429,7 +442,7 @@ class PPOAgent:
     ) -> dict[str, Tensor]:
         """One minibatch's loss terms (no gradient), every parameter's gradient of the loss in its ``.grad``.
 
-        On the CPU with ``fused`` the whole step is :func:`agents.fused.ppo_gradients`, the maths
+        On the CPU with ``fused`` the whole step is :func:`agents.fused.write_ppo_gradients`, the maths
         written out with no autograd; elsewhere the loss goes through autograd: the reference
         (``fused=False``), and on CUDA the fused nodes, whose graph replay already removes the
         per-call overhead the written-out step saves on the CPU.
@@ -437,7 +450,9 @@ class PPOAgent:
         if self._written_out:
             if self.config.advantage_norm == "minibatch":
                 adv = _renormalize(adv)
-            return ppo_gradients(self.actor, self.critic, self._flat, (obs, actions, old_logp, adv, ret), self._weights)
+            batch = (obs, actions, old_logp, adv, ret)
+            write_ppo_gradients(self.actor, self.critic, self._flat, batch, self._weights, self._stats)
+            return dict(self._stat_views)  # a copy: a caller may replace an entry
         mb = self._minibatch_loss(obs, actions, old_logp, adv, ret)
         # A graph zeroes in place instead of setting None: a replay writes gradients where it captured them.
         self.optimizer.zero_grad(set_to_none=not self.use_graph)
@@ -573,6 +588,9 @@ class PPOAgent:
         """
         cfg = self.config
         mb = self._minibatch_gradients(obs, actions, old_logp, adv, ret)
+        if self._guards_compiled and self.gradient_sync is None and not self.use_graph:
+            self._compiled_guards(mb["loss"])
+            return
         loss_ok = torch.isfinite(mb["loss"])
         if self.gradient_sync is not None:  # averaged over ranks, so every rank decides the same below
             loss_ok = self.gradient_sync(self._flat.params, loss_ok)
@@ -598,6 +616,24 @@ class PPOAgent:
             log_std.copy_(torch.where(ok, log_std.clamp(cfg.log_std_min, cfg.log_std_max), log_std))
             taken = torch.where(ok, torch.stack([*(mb[key] for key in _TOTALS[:-1]), grad_norm]), 0.0)
             self._totals.add_(torch.cat([taken, torch.stack([ok, ~ok]).float()]))
+
+    def _compiled_guards(self, loss: Tensor) -> None:
+        """The guards below, then Adam, for the written-out step on one rank: one compiled call, not ~30 torch ones.
+
+        :func:`agents.guard_kernel.guard_and_clip` gates the floor, takes the norms, decides, clips and
+        adds the statistics (``self._stats``, where the written-out step left them) to the totals,
+        over the one buffer every ``.grad`` is a view of; ``loss`` is passed on its own because a
+        test may change it. The torch guards stay for autograd, CUDA graphs and several ranks.
+        """
+        cfg, flat = self.config, self._flat
+        log_std = self.actor.log_std.detach()
+        ok = guard_and_clip(
+            flat.buffer.numpy(), len(flat.actor), log_std.numpy(), loss.item(), self._stats.numpy(), self._limits,
+            self._totals.numpy(),
+        )  # fmt: skip
+        if ok:
+            adam_step(self.optimizer)
+            log_std.clamp_(cfg.log_std_min, cfg.log_std_max)  # the raw parameter may not drift past the bounds
 
     # ── export and persistence ───────────────────────────────────────────────
 

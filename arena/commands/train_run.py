@@ -40,12 +40,12 @@ def _compile_engine(plan: TrainPlan) -> None:
     numba compiles them once per machine (10-20 s), then every process loads them from its disk cache in
     well under a second; a first run on a new machine would otherwise spend those seconds of its budget.
     """
-    if plan.agent == "ppo":  # the CPU step's loss kernel (agents/loss_kernel.py): ~2 s the first time
-        from agents.loss_kernel import compile_kernel
+    if plan.agent == "ppo":  # the CPU step's loss, guards and GAE (agents/kernels.py): ~3 s the first time
+        from agents.kernels import compile_all as compile_learner
 
-        seconds = compile_kernel()
+        seconds = compile_learner()
         if seconds >= 1.0:
-            print(f"arena train: compiled PPO's loss kernel in {seconds:.0f} s (numba; cached for later runs)")
+            print(f"arena train: compiled PPO's step kernels in {seconds:.0f} s (numba; cached for later runs)")
     if plan.engine != "numba" or not plan.tank:
         return
     from ..games.tank.compiled import compile_all

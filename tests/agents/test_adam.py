@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 
@@ -38,20 +40,40 @@ def test_direct_steps_equal_the_optimizers_bit_for_bit(options):
             assert torch.equal(ours_opt.state[a][key], theirs_opt.state[b][key])
 
 
+def _saved_and_loaded(state: dict) -> dict:
+    """A state as a checkpoint hands it back: saved, then loaded into new tensors."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
 def test_state_loaded_from_a_checkpoint_is_the_state_the_next_step_reads():
+    """Moments and step counts come from the loaded state (the counts are joined into one tensor again)."""
     ours, ours_opt, theirs, theirs_opt = _pair(lr=1e-2)
-    for params in (ours, theirs):
-        for p in params:
-            p.grad = torch.ones_like(p)
-    theirs_opt.step()
-    with torch.no_grad():
-        for a, b in zip(ours, theirs, strict=True):
-            a.copy_(b)
-    ours_opt.load_state_dict(theirs_opt.state_dict())
-    adam_step(ours_opt)
-    theirs_opt.step()
+    g = torch.Generator().manual_seed(2)
+    for step in range(6):
+        grads = [torch.randn(p.shape, generator=g) for p in ours]
+        for params in (ours, theirs):
+            for p, grad in zip(params, grads, strict=True):
+                p.grad = grad.clone()
+        if step == 2:  # ours takes over from a checkpoint of theirs, then both go on
+            with torch.no_grad():
+                for a, b in zip(ours, theirs, strict=True):
+                    a.copy_(b)
+            ours_opt.load_state_dict(_saved_and_loaded(theirs_opt.state_dict()))
+        if step >= 2:
+            adam_step(ours_opt)
+        if step == 4:  # a checkpoint of ours (its counts views of one tensor) loads as the same counts
+            theirs_opt.load_state_dict(_saved_and_loaded(ours_opt.state_dict()))
+            with torch.no_grad():
+                for a, b in zip(ours, theirs, strict=True):
+                    b.copy_(a)
+            continue
+        theirs_opt.step()
     for a, b in zip(ours, theirs, strict=True):
         assert torch.equal(a, b)
+        assert ours_opt.state[a]["step"].item() == theirs_opt.state[b]["step"].item() == 6
 
 
 def test_the_first_step_and_a_missing_gradient_go_through_the_optimizer():

@@ -1,0 +1,29 @@
+"""The PPO learner's compiled loops, compiled (or loaded from numba's disk cache) in one call.
+
+Why: the CPU step calls three numba loops (the loss, :mod:`agents.loss_kernel`; the guards,
+:mod:`agents.guard_kernel`; GAE, :func:`agents.common.compute_gae_flat`), each compiled on first
+use. The first compile on a machine takes a few seconds; ``arena train`` calls :func:`compile_all`
+before its budget's clock starts, so the first update neither spends the budget nor holds the
+trainer thread on it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import guard_kernel, loss_kernel
+from .common import compute_gae_flat
+
+__all__ = ["compile_all"]
+
+
+def compile_all() -> float:
+    """Compile every loop of the PPO step in the layouts the step calls it with; the seconds it took."""
+    started = time.perf_counter()
+    loss_kernel.compile_kernel()
+    guard_kernel.compile_kernel()
+    steps = np.zeros(3, np.float32)
+    compute_gae_flat(steps, steps, np.array([2, 1], np.int64), np.zeros(2, np.float32))
+    return time.perf_counter() - started
