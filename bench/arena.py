@@ -24,6 +24,10 @@ process pinned to one CPU where the OS allows it):
   their rows, as ``arena.league.MixedSeat`` calls them), tank 0 by ``tracker``; numpy engine
   and bots beside the compiled ones (``engine="numba"`` for both), in microseconds per
   step (one step = one match advanced one tick, the unit of the trainer's steps/s).
+* ``bot_side``: the learning bot's whole loop as ``arena train`` runs it (``bench/bot_loop.py``):
+  the policy's actions for all matches, the league's opponents (or ``sitting``), the compiled engine,
+  resets, the recorder and the msgpack frames, 128 matches, in microseconds per step. Target: at
+  most 3 us per step against the league (``bot_side_meets_target``).
 * ``baseline``: the same game written the naive way, a pure-Python loop over matches
   and tanks per tick (math module, no numpy): velocity, turns, moves, walls, firing,
   bullet flight and hits, and the 23-column observation of each tank; no rams, scores
@@ -68,6 +72,8 @@ from arena.games.tank import ACT_DIM, TankBattle, TankRules, make_scripted  # no
 
 TARGET = 100_000
 NUMBA_TARGET = 4_000_000
+BOT_SIDE_TARGET_US = 3.0
+"""The learning bot's whole loop against the league at 128 matches: microseconds per step, at most."""
 ROOT = os.path.dirname(_here)
 
 
@@ -398,6 +404,22 @@ def main() -> None:
             f"opponents ({name} engine and bots), 128 matches: {res['us_per_step']:.2f} us per step, "
             f"of which the bots {res['bots_us_per_step']:.2f}"
         )
+    bot_side: dict[str, object] = {"skipped": "--no-numba"}
+    if not args.no_numba and importlib.util.find_spec("numba") is not None:
+        from bench.bot_loop import bot_side as learning_bot_loop
+
+        runs = {opponent: learning_bot_loop(4 * sec, 128, opponent) for opponent in ("sitting", "league")}
+        for opponent, res in runs.items():
+            log(
+                f"learning bot's loop vs {opponent}, 128 matches: {res['us_per_step']:.2f} us per step, "
+                f"of which the policy {res['policy_us_per_step']:.2f}"
+            )
+        bot_side = {
+            "us_per_step": {k: v["us_per_step"] for k, v in runs.items()},
+            "policy_us_per_step": {k: v["policy_us_per_step"] for k, v in runs.items()},
+            "target_us_per_step_league": BOT_SIDE_TARGET_US,
+            "meets_target": runs["league"]["us_per_step"] <= BOT_SIDE_TARGET_US,
+        }
     naive = bench_naive(8, sec)
     log(
         f"baseline naive Python loop (8 matches, step + observe): {naive['tank_ticks_per_s']:>10,.0f} tank-ticks/s "
@@ -419,6 +441,7 @@ def main() -> None:
         "scripted_bots_time_share": round(scripted["bots_share"], 3),
         "opponents_m128_us_per_step": {k: round(v["us_per_step"], 2) for k, v in opponents.items()},
         "opponents_m128_bots_us_per_step": {k: round(v["bots_us_per_step"], 2) for k, v in opponents.items()},
+        "bot_side_m128": bot_side,
         "baseline": "naive pure-Python per-match/per-tank loop: same physics + observation, no rams/scores/zap; 8 matches 1v1",
         "baseline_tank_ticks_per_s": round(naive["tank_ticks_per_s"]),
         "speedup_vs_baseline_1v1_m256": round(best / naive["tank_ticks_per_s"], 1),

@@ -153,7 +153,8 @@ class Policy:
         y = np.asarray(obs, dtype=np.float32)
         last = len(self._layers) - 1
         for i, (weight_t, bias) in enumerate(self._layers):
-            y = y @ weight_t + bias
+            y = y @ weight_t
+            y += bias  # in place: one array fewer a layer
             if i < last:
                 y = self._activation(y)
         if self.deterministic_kind:
@@ -190,7 +191,10 @@ class Policy:
                 return rng.uniform(-self.limit, self.limit, size=mean.shape).astype(np.float32)
             noisy = mean + np.float32(self.noise) * rng.standard_normal(mean.shape, dtype=np.float32)
             return np.clip(noisy, -self.limit, self.limit).astype(np.float32)
-        return (mean + self.std * rng.standard_normal(mean.shape, dtype=np.float32)).astype(np.float32)
+        noise = rng.standard_normal(mean.shape, dtype=np.float32)
+        noise *= self.std
+        noise += mean  # mean + std * noise, in place (the same floats: both operations commute)
+        return noise
 
     def log_prob(
         self, obs: NDArray[np.float32], actions: NDArray[np.float32], mean: NDArray[np.float32] | None = None
@@ -199,7 +203,7 @@ class Policy:
         if mean is None:
             mean = self.mean(obs)
         z = (actions - mean) / self.std
-        logp: NDArray[np.float32] = (-0.5 * np.einsum("ij,ij->i", z, z) + self._logp_const).astype(np.float32)
+        logp: NDArray[np.float32] = (-0.5 * np.einsum("ij,ij->i", z, z) + self._logp_const).astype(np.float32, copy=False)
         return logp
 
 

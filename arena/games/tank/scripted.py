@@ -18,7 +18,7 @@ docs/arena.md): ``sitting`` < ``spinner`` ~ ``walker`` < ``tracker``.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -88,10 +88,12 @@ class ScriptedBot:
         self.rng = np.random.default_rng(seed)
         self.engine: EngineName = engine
         self._params: NDArray[np.float64] | None = None
+        self._kernels: Any = None  # arena.games.tank.scripted_kernels, for engine="numba"
         self._all_rows = np.arange(self.n, dtype=np.intp)
         if engine == "numba":
             from . import scripted_kernels
 
+            self._kernels = scripted_kernels  # held, not imported per call: an import statement costs ~1 us a tick
             self._params = scripted_kernels.rule_params(rules)
             self._ys, self._xs, self._angles = np.empty((3, self.n, len(scripted_kernels.ANGLES)))
 
@@ -99,17 +101,16 @@ class ScriptedBot:
         self, obs: NDArray[np.float32], rows: NDArray[np.intp] | None
     ) -> tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.intp], NDArray[np.float32]]:
         """For a kernel: obs (C-contiguous float32), its rows' angles (numpy's arctan2), its rows, the actions to fill."""
-        from .scripted_kernels import angle_inputs
-
         o = np.ascontiguousarray(obs, np.float32)
         if o.ndim != 2 or o.shape[1] != OBS_DIM or len(o) > self.n:
             raise ValueError(f"obs must have shape (N <= {self.n}, {OBS_DIM}), got {o.shape}")
         k = len(o)
         ys, xs, angles = self._ys[:k], self._xs[:k], self._angles[:k]
-        angle_inputs(self._params, o, ys, xs)
+        self._kernels.angle_inputs(self._params, o, ys, xs)
         np.arctan2(ys, xs, out=angles)
         index = self._all_rows[:k] if rows is None else np.ascontiguousarray(rows, np.intp)
-        if len(index) != k or (k and (index.min() < 0 or index.max() >= self.n)):  # a kernel does not check bounds
+        # A kernel does not check bounds. Viewed unsigned, a negative row is huge: one reduction checks both ends.
+        if len(index) != k or (k and index.view(np.uintp).max() >= self.n):
             raise ValueError(f"rows must name {k} of the bot's {self.n} tanks, got {index.tolist()}")
         return o, angles, index, np.empty((k, ACT_DIM), np.float32)
 
@@ -208,10 +209,8 @@ class Spinner(ScriptedBot):
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
     ) -> NDArray[np.float32]:
         if self._params is not None:
-            from .scripted_kernels import spinner_act
-
             o, angles, _, out = self._compiled_input(obs, rows)
-            spinner_act(self._params, o, angles, self.speed, self.power, out)
+            self._kernels.spinner_act(self._params, o, angles, self.speed, self.power, out)
             return out
         view = view or View(obs, self.rules)
         a0 = np.full(len(obs), self.speed / self.rules.max_speed)
@@ -244,10 +243,10 @@ class Walker(ScriptedBot):
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
     ) -> NDArray[np.float32]:
         if self._params is not None:
-            from .scripted_kernels import walker_act
-
             o, angles, index, out = self._compiled_input(obs, rows)
-            walker_act(self._params, o, angles, index, self.direction, self.cooldown, self.margin, self.near, self.power, out)
+            self._kernels.walker_act(
+                self._params, o, angles, index, self.direction, self.cooldown, self.margin, self.near, self.power, out
+            )
             return out
         r = self.rules
         view = view or View(obs, r)
@@ -310,16 +309,16 @@ class Tracker(ScriptedBot):
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
     ) -> NDArray[np.float32]:
         if self._params is not None:
-            from .scripted_kernels import LEAD, tracker_fire, tracker_lead
-
+            kernels = self._kernels
             o, angles, index, out = self._compiled_input(obs, rows)
             k = len(o)
             draws = self.rng.random(k)  # the numpy code's one draw a row, in the same order
-            lead, aim = np.empty((k, len(LEAD))), np.empty((2, k))
+            lead, aim = np.empty((k, len(kernels.LEAD))), np.empty((2, k))
             p = self._params
-            tracker_lead(p, o, angles, index, self.direction, draws, self.flip_prob, self.preferred, lead, aim[0], aim[1])
+            direction, flip, preferred = self.direction, self.flip_prob, self.preferred
+            kernels.tracker_lead(p, o, angles, index, direction, draws, flip, preferred, lead, aim[0], aim[1])
             np.arctan2(aim[0], aim[1], out=aim[0])
-            tracker_fire(p, o, angles, aim[0], lead, out)
+            kernels.tracker_fire(p, o, angles, aim[0], lead, out)
             return out
         r = self.rules
         view = view or View(obs, r)
