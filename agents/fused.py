@@ -13,10 +13,11 @@ product, separate first layers for two networks that read the same observations.
 - the backward is the chain rule written out: per layer one product for the weight
   gradient and one for the input's, and none for the observations (they need no gradient).
 
-:func:`ppo_gradients` runs the whole minibatch this way with no autograd at all, the loss and its
-gradients in one compiled loop (:mod:`agents.loss_kernel`), and writes every gradient into its
-parameter's ``.grad``: the CPU's step, 1.7-1.9x the gradient steps a second of the plain modules
-through autograd (``bench/learner.py``). :func:`actor_critic_forward` and :func:`clipped_surrogate`
+:func:`ppo_gradients` (and :func:`write_ppo_gradients`, the step's own form) runs the whole minibatch
+this way with no autograd at all, the loss and its gradients in one compiled loop
+(:mod:`agents.loss_kernel`), and writes every gradient into its parameter's ``.grad``: the CPU's
+step, with the guards after it (:mod:`agents.guard_kernel`) ~2x the gradient steps a second of the
+plain modules through autograd (``bench/learner.py``). :func:`actor_critic_forward` and :func:`clipped_surrogate`
 wrap the same functions as autograd nodes for CUDA, where the captured graph already removes the
 per-call overhead the written-out step saves.
 

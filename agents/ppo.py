@@ -13,14 +13,17 @@ Every minibatch runs one step function, :meth:`PPOAgent._guarded_step`. On CUDA
 64-row step is a few hundred tiny kernels, and launching them one by one from Python
 costs far more than running them. Eagerly it is simply called. One function, so the two
 paths cannot drift apart; the only thing that differs is where the skip guard acts (a
-graph cannot branch on the host), and that is one line of the step.
+graph cannot branch on the host), and that is one line of the step. On the CPU's written-out
+step (one rank, no graph) the guards after the gradients run as one compiled call instead of
+~30 torch ones (:mod:`agents.guard_kernel`): the same guards, held against these by
+``tests/agents/test_guard_kernel.py``.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -36,6 +39,7 @@ from .guard_kernel import GuardLimits, guard_and_clip
 from .guards import adam_step_unless
 from .loss_kernel import STATS, LossWeights
 from .networks import Critic, GaussianActor, check_same_shapes
+from .ppo_config import PPOConfig
 
 __all__ = ["PPOAgent", "PPOConfig", "adam_step_unless"]
 
@@ -44,119 +48,6 @@ _TOTALS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
 assert _TOTALS[:-1] == STATS[1:], "agents.guard_kernel adds the loss kernel's statistics to the totals by position"
 _GRAPH_WARMUP_STEPS = 3
 """Eager minibatch steps (on a side stream) before capture, as the PyTorch CUDA-graph recipe asks."""
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    """PPO hyperparameters. Defaults are the seed trainer's."""
-
-    obs_dim: int
-    act_dim: int
-    hidden: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of both actor and critic (3 linear layers with the defaults)."""
-    activation: str = "tanh"
-    learning_rate: float = 3e-4
-    final_lr_fraction: float = 1.0
-    """The learning rate at the end of the run's budget, as a fraction of ``learning_rate``: it falls
-    linearly with the progress the run reports (:meth:`PPOAgent.set_progress`). 1.0 (the seed's) keeps it
-    constant; CleanRL and Stable-Baselines3's zoo anneal to 0. A run that reports no progress keeps the start rate."""
-    adam_eps: float = 1e-8
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_epsilon: float = 0.2
-    value_coef: float = 0.5
-    entropy_coef: float = 0.01
-    """Entropy bonus; gated off for dimensions whose log-std sits at the ceiling (runaway std)."""
-    mean_bound: float = 1.0
-    """Where the actor's mean may go without cost: the bots clip actions to [-1, 1], so a mean past that plays the same
-    action and only moves the other side of the bound out of exploration's reach (see ``mean_bound_coef``)."""
-    mean_bound_coef: float = 0.0
-    """Weight of the penalty ``sum over dims of max(|mean| - mean_bound, 0)^2`` (batch mean) in the loss; 0 (the seed's)
-    adds nothing. Why: nothing pulls a mean that drifted past the clip back, and a tank's fire dimension at -1.8 with a
-    std of 0.4 fires one tick in 6,000: the run stops finding out that firing pays (docs/agents.md)."""
-    epochs: int = 4
-    minibatch_size: int = 64
-    max_grad_norm: float = 0.5
-    clip_per_network: bool = False
-    """Clip the actor's gradient and the critic's to ``max_grad_norm`` each, not their joint norm (the seed's).
-    Why: in the tank's league runs the joint norm is 13-51 while the value loss runs at 30-110 (a hit is worth +22), so
-    the joint clip scales the actor's step by whatever the critic's error was in that minibatch. The skip guard still
-    reads the joint norm."""
-    skip_grad_norm: float = 1e15
-    """A minibatch whose gradient norm is NaN, Inf or above this is skipped entirely."""
-    max_log_ratio: float = 20.0
-    """log(pi/pi_old) is clamped to ±this before exp: float32 exp overflows at 88, and ±20 is
-    deep in clipped territory, so loss and gradient equal the true ratio's."""
-    log_std_init: float = -0.5
-    log_std_min: float = -3.0
-    log_std_max: float = 0.0
-    rollout_steps: int = 2048
-    """Steps gathered before each update."""
-    proximal_anchor: bool = False
-    """Clip the ratio against the policy each update starts from, not the bots' (decoupled PPO): see
-    :meth:`PPOAgent._anchor_at_current_policy`. For data acted a version or two behind the learner."""
-    advantage_norm: str = "rollout"
-    """Where advantages are normalized: ``"rollout"`` (once per update, the seed's guards) or
-    ``"minibatch"`` (again in each minibatch, as Stable-Baselines3 and CleanRL do; the rollout's
-    non-finite guard still runs first, and a minibatch of near-constant advantages is centered only)."""
-    max_policy_lag: int | None = 32
-    """Segments acted by a policy more than this many versions behind are dropped (on-policy)."""
-    cuda_graph: bool = True
-    """On a CUDA device, capture the minibatch step in a CUDA graph and replay it (ignored on the CPU).
-
-    Same math and guards as the eager loop, with the skip decided on the device. A final
-    partial minibatch (steps not a multiple of ``minibatch_size``) runs the same step eagerly."""
-    fused: bool = True
-    """Run the minibatch step with its maths written out (:mod:`agents.fused`): on the CPU with no
-    autograd at all (the loss in one compiled loop, the gradients into one buffer, Adam's kernel
-    called directly), on CUDA as two hand-differentiated autograd nodes in the captured graph. The
-    same maths to float32 rounding, 1.7-1.9x the gradient steps a second on one CPU core
-    (``bench/learner.py``). ``False`` runs the plain modules through autograd and ``Adam.step``: the
-    reference the fused step is tested against and ``bench/learner.py`` times beside it."""
-    seed: int = 0
-    device: str = "cpu"
-
-    def __post_init__(self) -> None:
-        # Written as "not (valid)" so NaN, which fails every comparison, is refused too.
-        problems = []
-        for name in ("obs_dim", "act_dim", "epochs", "minibatch_size", "rollout_steps"):
-            if not getattr(self, name) >= 1:
-                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not self.hidden or not all(h >= 1 for h in self.hidden):
-            problems.append(f"hidden must list positive widths, got {self.hidden}")
-        if self.advantage_norm not in ("rollout", "minibatch"):
-            problems.append(f"advantage_norm must be 'rollout' or 'minibatch', got {self.advantage_norm!r}")
-        if self.activation not in ("tanh", "relu"):
-            problems.append(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
-        if not 0.0 < self.gamma <= 1.0:
-            problems.append(f"gamma must be in (0, 1], got {self.gamma}")
-        if not 0.0 <= self.gae_lambda <= 1.0:
-            problems.append(f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
-        if not 0.0 < self.clip_epsilon < 1.0:
-            problems.append(f"clip_epsilon must be in (0, 1), got {self.clip_epsilon}")
-        if not 0.0 <= self.final_lr_fraction <= 1.0:
-            problems.append(f"final_lr_fraction must be in [0, 1], got {self.final_lr_fraction}")
-        for name in ("learning_rate", "adam_eps", "max_grad_norm", "max_log_ratio", "skip_grad_norm"):
-            if not getattr(self, name) > 0:
-                problems.append(f"{name} must be > 0, got {getattr(self, name)}")
-        if not self.mean_bound > 0:
-            problems.append(f"mean_bound must be > 0, got {self.mean_bound}")
-        for name in ("value_coef", "entropy_coef", "mean_bound_coef"):
-            if not getattr(self, name) >= 0:
-                problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not all(math.isfinite(v) for v in (self.log_std_init, self.log_std_min, self.log_std_max)):
-            problems.append("log_std_init, log_std_min and log_std_max must be finite")
-        elif not self.log_std_min < self.log_std_max:
-            problems.append(f"log_std_min ({self.log_std_min}) must be below log_std_max ({self.log_std_max})")
-        if self.max_policy_lag is not None and not self.max_policy_lag >= 0:
-            problems.append(f"max_policy_lag must be >= 0 or None, got {self.max_policy_lag}")
-        if problems:
-            raise ValueError("invalid PPOConfig: " + "; ".join(problems))
-        if self.minibatch_size > self.rollout_steps:
-            warnings.warn(
-                f"minibatch_size {self.minibatch_size} > rollout_steps {self.rollout_steps}: one minibatch per epoch",
-                stacklevel=2,
-            )
 
 
 def _renormalize(adv: Tensor) -> Tensor:
