@@ -182,15 +182,16 @@ class CompiledEngine:
     def reset(
         self,
         battle: TankBattle,
-        idx: NDArray[np.intp],
-        cells: NDArray[np.intp],
+        mask: NDArray[np.bool_],
+        keys: NDArray[np.float64],
         jitter: NDArray[np.float64],
         heading: NDArray[np.float64],
     ) -> None:
-        """The state writes of TankBattle.reset (its random draws are the caller's, from the battle's RNG)."""
+        """The state writes of TankBattle.reset in the matches of ``mask``, from its random draws (the caller's,
+        from the battle's RNG): ``keys`` (one row per reset match, one key per spawn cell), ``jitter``, ``heading``."""
         b = battle
         kernels.reset_1v1(
-            self.params, self._spawn, idx, cells, jitter, heading,
+            self.params, self._spawn, mask, keys, jitter, heading,
             b.x, b.y, b.heading, b.velocity, b.energy, b.gun_heading, b.radar_heading, b.gun_heat, b.alive, b.scores,
             b.tick, b.round, b.inactive_ticks, b.round_over, b.truncated, b.winner, b.bullet_damage_dealt,
             b.ram_damage_dealt, b.bullet_active,

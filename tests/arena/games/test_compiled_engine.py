@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena.games.tank import ACT_DIM, StepInfo, TankBattle, TankRules, compiled, make_scripted
+from arena.games.tank import ACT_DIM, StepInfo, TankBattle, TankRules, compiled, kernels, make_scripted
 from arena.games.tank.rules import DEFAULT_RULES
 from tests.conftest import ROOT
 
@@ -152,6 +152,26 @@ def test_the_kernels_math_is_numpys() -> None:
     if not EXACT:
         pytest.skip("numpy's float64 sin/cos/hypot/sqrt are not the C library's here: compared with a tolerance")
     assert compiled.libm_matches_numpy(n=100_000, seed=1)
+
+
+def test_the_inlined_hypot_is_the_librarys_on_every_path() -> None:
+    """The kernels' hypot (the library's algorithm inlined, the library itself off its common path) against numpy's:
+    exponents from 1e-300 to 1e300, near-equal and far-apart operands, zeros, infinities and NaN."""
+    if not EXACT:
+        pytest.skip("numpy's hypot is not the C library's here: compared with a tolerance")
+    rng = np.random.default_rng(7)
+    n = 200_000
+    spread = np.exp(rng.uniform(-690.0, 690.0, (2, n))) * rng.choice([-1.0, 1.0], (2, n))
+    near = rng.uniform(1.0, 2.0, n)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1e-310, 1.7e308, 3.0, 4.0])
+    grid_x, grid_y = (g.ravel() for g in np.meshgrid(special, special))
+    x = np.concatenate([spread[0], near, grid_x, rng.uniform(-1000.0, 1000.0, n)])
+    y = np.concatenate([spread[1], near * (1.0 + rng.uniform(-1e-9, 1e-9, n)), grid_y, rng.uniform(-1000.0, 1000.0, n)])
+    out = np.empty((4, len(x)))
+    kernels.libm_probe(np.zeros(len(x)), x, y, out)
+    with np.errstate(over="ignore"):
+        want = np.hypot(x, y)
+    assert out[2].tobytes() == want.tobytes()
 
 
 def test_random_battles_with_kills_rams_walls_and_inactivity() -> None:
