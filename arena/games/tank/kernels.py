@@ -176,13 +176,13 @@ PARAMS: tuple[str, ...] = (
 
 WORK: tuple[str, ...] = (
     "energy0", "score_delta", "dealt_delta", "cos_h", "sin_h", "lead_x", "lead_y",
-    "own_x", "own_y", "aim_x", "aim_y", "enemy_vx", "enemy_vy", "point_x", "point_y", "reach",
+    "own_x", "own_y", "aim_x", "aim_y", "enemy_vx", "enemy_vy", "enemy_alive", "point_x", "point_y", "reach",
 )  # fmt: skip
-"""Rows of the (len(WORK), M, 2) float64 scratch a step keeps between its kernels; the last nine are the lanes of
-:func:`_leads` (one per tank, read as flat rows of 2M)."""
+"""Rows of the (len(WORK), M + padding, 2) float64 scratch a step keeps between its kernels (matches past M unused);
+from ``own_x`` on, the lanes of :func:`_leads` (one per tank, read as flat rows)."""
 (
     E0, SCORE_D, DEALT_D, COS_H, SIN_H, LEAD_X, LEAD_Y,
-    OWN_X, OWN_Y, AIM_X, AIM_Y, ENEMY_VX, ENEMY_VY, POINT_X, POINT_Y, REACH,
+    OWN_X, OWN_Y, AIM_X, AIM_Y, ENEMY_VX, ENEMY_VY, ENEMY_ALIVE, POINT_X, POINT_Y, REACH,
 ) = range(len(WORK))  # fmt: skip
 
 INFO32: tuple[str, ...] = ("energy_delta", "enemy_energy_delta", "damage_dealt", "enemy_distance", "gun_bearing_abs", "scores")
@@ -754,17 +754,19 @@ def _leads(par: F64, s: Tanks, w: F64, key: F64) -> None:
     """
     M = s.x.shape[0]
     n = 2 * M
-    for m in range(M):
-        for t in range(2):
-            j = 1 - t
-            x, y = s.x[m, t], s.y[m, t]
-            w[OWN_X, m, t] = x
-            w[OWN_Y, m, t] = y
-            w[AIM_X, m, t] = w[POINT_X, m, t] = x + (s.x[m, j] - x)  # as _lead_start
-            w[AIM_Y, m, t] = w[POINT_Y, m, t] = y + (s.y[m, j] - y)
-            w[ENEMY_VX, m, t] = s.velocity[m, j] * w[COS_H, m, j]
-            w[ENEMY_VY, m, t] = s.velocity[m, j] * w[SIN_H, m, j]
-    lanes = w.reshape((w.shape[0], n))
+    for m in range(M):  # every read before the first write: the compiler cannot tell the arrays apart
+        x0, x1, y0, y1 = s.x[m, 0], s.x[m, 1], s.y[m, 0], s.y[m, 1]
+        v0, v1 = s.velocity[m, 0], s.velocity[m, 1]
+        c0, c1, s0, s1 = w[COS_H, m, 0], w[COS_H, m, 1], w[SIN_H, m, 0], w[SIN_H, m, 1]
+        ax0, ay0 = x0 + (x1 - x0), y0 + (y1 - y0)  # as _lead_start
+        ax1, ay1 = x1 + (x0 - x1), y1 + (y0 - y1)
+        w[OWN_X, m, 0], w[OWN_X, m, 1], w[OWN_Y, m, 0], w[OWN_Y, m, 1] = x0, x1, y0, y1
+        w[AIM_X, m, 0], w[AIM_X, m, 1], w[AIM_Y, m, 0], w[AIM_Y, m, 1] = ax0, ax1, ay0, ay1
+        w[POINT_X, m, 0], w[POINT_X, m, 1], w[POINT_Y, m, 0], w[POINT_Y, m, 1] = ax0, ax1, ay0, ay1
+        w[ENEMY_VX, m, 0], w[ENEMY_VX, m, 1] = v1 * c1, v0 * c0
+        w[ENEMY_VY, m, 0], w[ENEMY_VY, m, 1] = v1 * s1, v0 * s0
+        w[ENEMY_ALIVE, m, 0], w[ENEMY_ALIVE, m, 1] = (1.0 if s.alive[m, 1] else 0.0), (1.0 if s.alive[m, 0] else 0.0)
+    lanes = w.reshape((w.shape[0], 2 * w.shape[1]))  # the first n of each row: a row may be padded past M
     own_x, own_y, aim_x, aim_y = lanes[OWN_X], lanes[OWN_Y], lanes[AIM_X], lanes[AIM_Y]
     vx, vy, px, py, reach = lanes[ENEMY_VX], lanes[ENEMY_VY], lanes[POINT_X], lanes[POINT_Y], lanes[REACH]
     speed, low, x_max, y_max = par[LEAD_SPEED], par[RADIUS], par[X_MAX], par[Y_MAX]
@@ -773,7 +775,7 @@ def _leads(par: F64, s: Tanks, w: F64, key: F64) -> None:
         r, common = _hypot_common(px[i] - own_x[i], py[i] - own_y[i])
         reach[i] = r
         off += 0 if common else 1
-    _off_common_path(own_x, own_y, px, py, reach, off)
+    _off_common_path(own_x, own_y, px, py, reach, n, off)
     for _ in range(LEAD_ITERATIONS):
         off = 0
         for i in range(n):
@@ -785,20 +787,21 @@ def _leads(par: F64, s: Tanks, w: F64, key: F64) -> None:
             py[i] = qy
             reach[i] = r
             off += 0 if common else 1
-        _off_common_path(own_x, own_y, px, py, reach, off)
+        _off_common_path(own_x, own_y, px, py, reach, n, off)
+    lead_x, lead_y, enemy_alive = lanes[LEAD_X], lanes[LEAD_Y], lanes[ENEMY_ALIVE]
+    for i in range(n):
+        inv = enemy_alive[i] / max(reach[i], 1e-12)  # as _remember
+        lead_x[i] = (px[i] - own_x[i]) * inv
+        lead_y[i] = (py[i] - own_y[i]) * inv
     for m in range(M):
-        for t in range(2):
-            inv = (1.0 if s.alive[m, 1 - t] else 0.0) / max(w[REACH, m, t], 1e-12)
-            w[LEAD_X, m, t] = (w[POINT_X, m, t] - w[OWN_X, m, t]) * inv
-            w[LEAD_Y, m, t] = (w[POINT_Y, m, t] - w[OWN_Y, m, t]) * inv
         _set_key(s, key, m)
 
 
 @_inline
-def _off_common_path(own_x: F64, own_y: F64, px: F64, py: F64, reach: F64, off: int) -> None:
-    """The library's hypot for the lanes :func:`_hypot_common` left (none, in a real battle)."""
+def _off_common_path(own_x: F64, own_y: F64, px: F64, py: F64, reach: F64, n: int, off: int) -> None:
+    """The library's hypot for the lanes of the first ``n`` that :func:`_hypot_common` left (none, in a real battle)."""
     if off:
-        for i in range(px.shape[0]):
+        for i in range(n):
             dx, dy = px[i] - own_x[i], py[i] - own_y[i]
             if not _hypot_common(dx, dy)[1]:
                 reach[i] = math.hypot(dx, dy)
@@ -982,7 +985,7 @@ def step_1v1(
 ) -> None:
     """One tick of every 1v1 match (TankBattle.step), in place on the battle's arrays.
 
-    ``work`` (len(WORK), M, 2) and ``key`` (M, len(KEYS)) are the scratch kept between kernels, ``flag``
+    ``work`` (len(WORK), M + padding, 2) and ``key`` (M, len(KEYS)) are the scratch kept between kernels, ``flag``
     (len(SCRATCH), B) and ``tmp`` (len(SCRATCH64), B) a match's temporaries. ``info`` (len(INFO32), M, 2) and
     ``died`` (M, 2) receive the StepInfo columns, except ``gun_bearing_abs`` when ``reward_terms``: the caller
     takes numpy's arctan2 of ``work[LEAD_Y], work[LEAD_X]`` and hands it to :func:`gun_bearing_1v1`.
