@@ -1037,9 +1037,7 @@ def reset_1v1(
     par: F64,
     spawn: F64,
     mask: B8,
-    keys: F64,
-    jitter: F64,
-    new_heading: F64,
+    draws: F64,
     x: F64,
     y: F64,
     heading: F64,
@@ -1060,34 +1058,42 @@ def reset_1v1(
     ram_damage_dealt: F64,
     b_active: B8,
 ) -> None:
-    """Start new rounds in the matches of ``mask`` from TankBattle.reset's random draws (``keys``, ``jitter``,
-    ``new_heading``, a row per reset match); ``spawn`` is (cells per row, cell width, cell height, x jitter span,
-    y jitter span).
+    """Start new rounds in the matches of ``mask`` from TankBattle.reset's random draws: for the k reset matches,
+    k rows of a key per spawn cell, then k x 2 jitter pairs, then k x 2 headings (times 360, as numpy's reset
+    multiplies them); ``spawn`` is (cells per row, cell width, cell height, x jitter span, y jitter span, cells).
 
     Each tank's cell is numpy's ``argsort(keys, axis=1)[:, :2]``: the two smallest keys, found in one pass where
     the sort of 192 keys took ~6 µs a round. Two equal keys (two equal random doubles among a row's, odds ~1e-13
     a round) are taken in index order, which numpy's unstable sort does not promise.
     """
     ncx = int(spawn[0])
+    n_cells = int(spawn[5])
+    k = 0
+    for m in range(mask.shape[0]):
+        k += 1 if mask[m] else 0
+    jitters = k * n_cells  # where the jitter pairs start, then the headings
+    headings = jitters + 4 * k
     i = -1
     for m in range(mask.shape[0]):
         if not mask[m]:
             continue
         i += 1
-        row = keys[i]
+        row = draws[i * n_cells : (i + 1) * n_cells]
         first, second = 0, -1
-        for cell in range(1, row.shape[0]):
+        for cell in range(1, n_cells):
             if row[cell] < row[first]:
                 first, second = cell, first
             elif second < 0 or row[cell] < row[second]:
                 second = cell
         for t in range(2):
             c = first if t == 0 else second
-            x[m, t] = (c % ncx) * spawn[1] + par[RADIUS] + jitter[i, t, 0] * spawn[3]
-            y[m, t] = (c // ncx) * spawn[2] + par[RADIUS] + jitter[i, t, 1] * spawn[4]
-            heading[m, t] = new_heading[i, t]
-            gun_heading[m, t] = new_heading[i, t]
-            radar_heading[m, t] = new_heading[i, t]
+            jx, jy = draws[jitters + 4 * i + 2 * t], draws[jitters + 4 * i + 2 * t + 1]
+            new_heading = draws[headings + 2 * i + t] * 360.0
+            x[m, t] = (c % ncx) * spawn[1] + par[RADIUS] + jx * spawn[3]
+            y[m, t] = (c // ncx) * spawn[2] + par[RADIUS] + jy * spawn[4]
+            heading[m, t] = new_heading
+            gun_heading[m, t] = new_heading
+            radar_heading[m, t] = new_heading
             velocity[m, t] = 0.0
             energy[m, t] = par[START_ENERGY]
             gun_heat[m, t] = par[START_HEAT]
