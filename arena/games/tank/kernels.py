@@ -513,18 +513,20 @@ def _clashes(b: Bullets, m: int, flag: B8, tmp: F64) -> None:
 @_inline
 def _bullets(par: F64, s: Tanks, g: Matches, b: Bullets, w: F64, m: int, flag: B8, tmp: F64) -> bool:
     """Phase 5 (bullets.move_bullets for one match): move, clash, hit the non-owner; returns whether one hit."""
-    n_slots = b.active.shape[1]
     collisions = par[COLLISIONS] != 0.0
-    if not collisions:
-        any_hit = _move_bullets(par, s, b, m, flag)
-        if any_hit:
-            _apply_hits(par, s, g, b, w, m, flag)
-            for t in range(2):
-                flag[ALIVE_NOW, t] = flag[ALIVE_NOW, t] and s.energy[m, t] > 0.0
-        return any_hit
+    any_hit = _paths_then_clashes(par, s, b, m, flag, tmp) if collisions else _move_bullets(par, s, b, m, flag)
+    if any_hit:
+        _apply_hits(par, s, g, b, w, m, flag)
+        for t in range(2):
+            flag[ALIVE_NOW, t] = flag[ALIVE_NOW, t] and s.energy[m, t] > 0.0
+    return any_hit
+
+
+@_rare
+def _paths_then_clashes(par: F64, s: Tanks, b: Bullets, m: int, flag: B8, tmp: F64) -> bool:
+    """Phase 5 with bullet collisions: each live slot's hit and path end, then the clashes, then the moves."""
     n_active = 0
-    any_hit = False
-    for k in range(n_slots):
+    for k in range(b.active.shape[1]):
         if not b.active[m, k]:
             flag[HIT, k] = False
             continue
@@ -536,27 +538,10 @@ def _bullets(par: F64, s: Tanks, g: Matches, b: Bullets, w: F64, m: int, flag: B
         along = min(max(cx * bdx + cy * bdy, 0.0), sp)  # closest point of the path
         qx = cx - along * bdx
         qy = cy - along * bdy
-        hit = qx * qx + qy * qy <= par[RADIUS2] and flag[ALIVE_NOW, t]
-        ex = bx + bdx * sp
-        ey = by + bdy * sp
-        flag[HIT, k] = hit
-        if collisions:  # moved after the clashes are known
-            tmp[END_X, k] = ex
-            tmp[END_Y, k] = ey
-            continue
-        any_hit = any_hit or hit
-        if hit or ex <= 0.0 or ex >= par[WIDTH] or ey <= 0.0 or ey >= par[HEIGHT]:
-            b.active[m, k] = False
-        else:
-            b.x[m, k] = ex
-            b.y[m, k] = ey
-    if collisions and n_active > 0:
-        any_hit = _clash_and_move(par, b, m, flag, tmp, n_active)
-    if any_hit:
-        _apply_hits(par, s, g, b, w, m, flag)
-        for t in range(2):
-            flag[ALIVE_NOW, t] = flag[ALIVE_NOW, t] and s.energy[m, t] > 0.0
-    return any_hit
+        flag[HIT, k] = qx * qx + qy * qy <= par[RADIUS2] and flag[ALIVE_NOW, t]
+        tmp[END_X, k] = bx + bdx * sp  # moved after the clashes are known
+        tmp[END_Y, k] = by + bdy * sp
+    return n_active > 0 and _clash_and_move(par, b, m, flag, tmp, n_active)
 
 
 @_inline
@@ -566,7 +551,7 @@ def _move_bullets(par: F64, s: Tanks, b: Bullets, m: int, flag: B8) -> bool:
     Why: the slots' active, hit and wall outcomes vary from slot to slot and tick to tick, and as branches each
     guess the core got wrong cost more than the slot's arithmetic. Here every slot is computed (an empty one's
     stale values are read and thrown away) and each outcome selected, so the loop runs as SIMD lanes; a live
-    slot gets the doubles :func:`_bullets`' per-slot code gives it. Returns whether a bullet hit.
+    slot gets the doubles :func:`_paths_then_clashes` gives it. Returns whether a bullet hit.
     """
     x0, x1, y0, y1 = s.x[m, 0], s.x[m, 1], s.y[m, 0], s.y[m, 1]
     alive0, alive1 = flag[ALIVE_NOW, 0], flag[ALIVE_NOW, 1]
