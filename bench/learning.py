@@ -1,8 +1,10 @@
 """Learning benchmark: what the README's main job teaches, over several seeds, judged on the policy a user gets.
 
 This is the project's learning evaluation, the one its defaults are chosen by. It runs the real
-command line in subprocesses, exactly as a user does (the installed ``arena`` console script, as
-the README's quick start), for each case and seed:
+command line in subprocesses, exactly as a user does (``arena``'s console-script entry point with the
+installed dependencies), from a clean ``git archive`` export of the commit measured (``HEAD`` unless
+``--commit REV``; a tree with uncommitted changes is refused unless ``--allow-dirty``, which measures the
+tree as it is and says so), for each case and seed:
 
 1. ``arena train --minutes M --out DIR --seed S`` with nothing else for the ``default`` case (the
    README's main job: 5 minutes against the league; the run's own evaluation stays on, so the run
@@ -17,7 +19,9 @@ the README's quick start), for each case and seed:
 3. ``arena match --bot DIR --bot royale:PATH --rounds 20 --seed S+1 --json`` against bots written
    with the official Tank Royale Python API that no run trains against (``tests/data/royale_bots``:
    Walls, SpinBot, Corners, Crazy, Fire, RamFire, TrackFire, VelocityBot), over Tank Royale's
-   protocol and rules: how the returned policy does against bots it never met. Needs
+   protocol and rules. Their figures guided the choice of the defaults, so they are *tuning*
+   opponents, not held-out ones (the JSON's ``opponent_roles`` says what each opponent was used for:
+   the four scripted bots are the training league and the returned policy's selection). Needs
    ``pip install -e '.[royale]'`` (skipped, saying so, without it); ``--royale-rounds 0`` skips it;
 4. for league runs, ``arena league DIR --rounds 100 --seed S --json``: a round-robin of the returned
    policy (named ``returned`` there) against every league member, rated by a Bradley-Terry fit (Elo): its
@@ -28,28 +32,34 @@ the README's quick start), for each case and seed:
 What the figures mean. A learning result is a distribution, not a number: the same command with
 another seed can learn a different policy, and a user runs one seed. So every case runs 5 seeds
 and the aggregate gives, per opponent, the **median** over seeds (what a user typically gets) and
-the **worst** seed (what an unlucky user gets); both have targets. Every seed's own figures are in
-the JSON too. The targets, for the 5-minute ``default`` case (win rates of the returned policy,
-sampled actions, 200 rounds each):
+the **worst** seed (what an unlucky user gets); both have targets. A seed whose run fails or
+crashes counts 0% against every opponent (and a failed match 0% against that opponent): it is the
+worst seed, never one left out, and it fails the targets. Every seed's own figures are in the JSON
+too. The targets, for the 5-minute ``default`` case (win rates of the returned policy, sampled
+actions, 200 rounds each):
 
 * median over seeds >= 0.95 sitting, 0.80 spinner, 0.80 walker, 0.60 tracker;
 * worst seed >= 0.90 sitting, 0.70 spinner, 0.60 walker, 0.40 tracker;
 * median over seeds of the mean win rate over the Tank Royale bots >= 0.80;
-* in every seed, the returned policy rated above every scripted bot in its league's round-robin.
+* in every seed, the returned policy rated above every scripted bot in its league's round-robin;
+* every seed finished.
+
+They apply only to the evaluation itself: seeds 0-4, the README's command (no ``--extra``), the
+default minutes and rounds. Anything else is a *probe* (``"kind": "probe"``): its targets are shown
+with ``"applies": false`` and the top-level ``all_met`` is null.
 
 ``--proxy`` is the cheap triage variant for comparing settings before a full run: 90-second runs
 (``--minutes 1.5``), 3 seeds, 100 rounds against each scripted bot, returned and last policy,
-sampled actions only; no Tank Royale bots, no round-robin. Its JSON has the same shape (the targets
-are shown beside its figures with ``"applies": false``: they are for the full 5-minute evaluation,
-and the top-level ``all_met`` is null).
+sampled actions only; no Tank Royale bots, no round-robin. Its JSON has the same shape (a probe).
 
 Prints progress to stderr (every step, with the elapsed time, and an estimate of the total at the
 start) and, as its last stdout line, exactly one JSON object: the settings, per case every seed's
 figures (win rates, training figures from ``summary.json``: transitions trained, updates, gradient
 steps, trained steps/s, which policy was returned and why, league collapses), the aggregate over
-the seeds that finished (median and worst per opponent, how many seeds), the targets and whether
-each is met, and the untrained baseline. A seed whose ``arena train`` fails keeps its error (the
-end of its stderr) and the others go on.
+every seed (median and worst per opponent, failures counted as 0%), the targets and whether each is
+met, the untrained baseline, and the provenance: ``source`` (commit, dirty, exported), ``versions``
+(python, torch, numpy, numba, as the runs import them) and ``command_line``. A seed whose
+``arena train`` fails keeps its error (the end of its stderr) and the others go on.
 
     python bench/learning.py                                  # default case, seeds 0-4 (~40 minutes)
     python bench/learning.py --proxy                          # triage: 3 seeds of 90 s (~8 minutes)
@@ -65,7 +75,6 @@ import argparse
 import importlib.util
 import json
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -76,10 +85,26 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: `python bench/learning.py`
+    sys.path.insert(0, str(ROOT))
+from bench.provenance import DirtyTree, Source, arena_command, command_line, prepare_source, versions  # noqa: E402
+
 SCRIPTED = ("sitting", "spinner", "walker", "tracker")
 ROYALE_BOTS = ("Walls", "SpinBot", "Corners", "Crazy", "Fire", "RamFire", "TrackFire", "VelocityBot")
-"""Official-API bots of tests/data/royale_bots that no run trains against (docs/royale.md)."""
-ROYALE_DIR = ROOT / "tests" / "data" / "royale_bots"
+"""Official-API bots of tests/data/royale_bots. No run trains against them, but their figures guided the choice of
+the defaults: they are *tuning* opponents, not held-out ones."""
+ROYALE_DATA = Path("tests") / "data" / "royale_bots"
+"""Where the Tank Royale bots lie in the measured source."""
+OPPONENT_ROLES = {
+    "sitting": "training and selection",
+    "spinner": "training and selection",
+    "walker": "training and selection",
+    "tracker": "training and selection",
+    "royale": "tuning",
+}
+"""What each opponent was used for. The four scripted bots are the default league (training) and the opponents
+the run picks its returned policy by (selection); the Tank Royale bots of ``tests/data/royale_bots`` were never
+trained against, but guided the choice of the defaults (tuning). Neither is a held-out figure."""
 LEAGUE_ROUNDS = 100
 """Rounds per pair in ``arena league``'s round-robin. At 20, one seed's returned policy scored 40% against
 ``tracker`` there and 62-64.5% over 100-200 rounds: too few to order two close bots."""
@@ -119,25 +144,17 @@ class ArenaError(RuntimeError):
     """An ``arena`` command failed: its exit code and the end of its stderr."""
 
 
-def find_arena() -> Path:
-    """The installed ``arena`` console script, the one the README runs."""
-    beside = Path(sys.executable).parent / "arena"
-    if beside.is_file():
-        return beside
-    found = shutil.which("arena")
-    if found:
-        return Path(found)
-    raise SystemExit("no 'arena' command: install the project first (pip install -e .)")
-
-
-ARENA: Path | None = None
+SOURCE: Source | None = None
+"""The code measured: a clean export of a commit (or, asked for, the working tree), run as ``arena``."""
 
 
 def arena(*args: str, timeout: float = 1800.0) -> str:
-    """Run ``arena ARGS``; its stdout, or ArenaError with the last 500 characters of its stderr."""
-    assert ARENA is not None
+    """Run ``arena ARGS`` from :data:`SOURCE`; its stdout, or ArenaError with the last 500 characters of its stderr."""
+    assert SOURCE is not None
     try:
-        result = subprocess.run([str(ARENA), *args], capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run(
+            [*arena_command(SOURCE), *args], capture_output=True, text=True, timeout=timeout, env=SOURCE.env()
+        )
     except subprocess.TimeoutExpired as exc:
         tail = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         raise ArenaError(f"arena {args[0]} timed out after {timeout:.0f} s: {tail.strip()[-500:]}") from None
@@ -166,8 +183,8 @@ def win_rates(
     errors: list[str],
     deterministic: bool = False,
 ) -> dict[str, float | None]:
-    """Win rates against each opponent (a name, or name → ``--bot`` value); a failed match is None, its error
-    goes to ``errors``."""
+    """Win rates against each opponent (a name, or name → ``--bot`` value). A failed match is None here, its
+    error goes to ``errors``; the aggregate counts it as a match lost (0%)."""
     bots = opponents if isinstance(opponents, dict) else {name: name for name in opponents}
     how = "mean action" if deterministic else "sampled"
     log(f"  {label} ({how}), {rounds} rounds against each of {', '.join(bots)}")
@@ -183,12 +200,17 @@ def win_rates(
     return rates
 
 
+def royale_dir() -> Path:
+    assert SOURCE is not None
+    return SOURCE.root / ROYALE_DATA
+
+
 def royale_bots() -> list[str]:
-    """The official-API bot directories written so far (the others are said on stderr)."""
-    present = [name for name in ROYALE_BOTS if (ROYALE_DIR / name / f"{name}.json").is_file()]
+    """The official-API bot directories present in the measured source (the others are said on stderr)."""
+    present = [name for name in ROYALE_BOTS if (royale_dir() / name / f"{name}.json").is_file()]
     missing = [name for name in ROYALE_BOTS if name not in present]
     if missing:
-        log(f"Tank Royale bots not written yet, skipped: {', '.join(missing)} (no {ROYALE_DIR}/<Name>/<Name>.json)")
+        log(f"Tank Royale bots missing, skipped: {', '.join(missing)} (no {royale_dir()}/<Name>/<Name>.json)")
     return present
 
 
@@ -224,6 +246,7 @@ def run_seed(
         "minutes": minutes,
         "run_dir": str(run),
         "command": "arena " + shlex.join(flags),
+        "league_expected": settings["league"] and "--opponent" not in [*CASES[case]["flags"], *extra],
     }
     log(f"{case}, seed {seed}: {entry['command']}")
     started = time.monotonic()
@@ -272,15 +295,15 @@ def run_seed(
         entry["win_rate_royale"] = win_rates(
             str(run),
             "returned policy",
-            {n: f"royale:{ROYALE_DIR / n}" for n in royale},
+            {n: f"royale:{royale_dir() / n}" for n in royale},
             settings["royale_rounds"],
             match_seed,
             errors,
         )
-        played = [v for v in entry["win_rate_royale"].values() if v is not None]
-        entry["royale_mean"] = statistics.fmean(played) if played else None
-        entry["royale_median"] = statistics.median(played) if played else None
-        entry["royale_bots_played"] = len(played)
+        counted = [v or 0.0 for v in entry["win_rate_royale"].values()]  # a failed match is a match lost
+        entry["royale_mean"] = statistics.fmean(counted) if counted else None
+        entry["royale_median"] = statistics.median(counted) if counted else None
+        entry["royale_bots_played"] = sum(v is not None for v in entry["win_rate_royale"].values())
     if settings["league"] and "league" in summary:
         log(f"  round-robin of the returned policy against its league ({LEAGUE_ROUNDS} rounds per pair)")
         try:
@@ -299,49 +322,73 @@ def run_seed(
 
 
 def spread(values: Sequence[float | None]) -> dict[str, Any]:
-    """Median and worst (minimum) over the seeds that measured it, and how many did."""
-    got = [v for v in values if v is not None]
-    if not got:
-        return {"median": None, "worst": None, "n": 0}
-    return {"median": round(statistics.median(got), 4), "worst": round(min(got), 4), "n": len(got)}
+    """Median and worst (minimum) over every seed; a seed or match that failed (None) counts as 0%.
+
+    ``n`` is how many values were counted, ``failed`` how many of them are zeros standing for a failure:
+    a crash is the worst outcome a user can get, never a seed left out.
+    """
+    if not values:
+        return {"median": None, "worst": None, "n": 0, "failed": 0}
+    counted = [0.0 if v is None else v for v in values]
+    return {
+        "median": round(statistics.median(counted), 4),
+        "worst": round(min(counted), 4),
+        "n": len(counted),
+        "failed": sum(v is None for v in values),
+    }
 
 
-def aggregate(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per opponent, median and worst over the seeds that finished."""
-    done = [e for e in entries if "error" not in e]
+RATE_KEYS = ("win_rate", "win_rate_deterministic", "win_rate_last", "win_rate_royale")
+
+
+def aggregate(entries: list[dict[str, Any]], expected: dict[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    """Per opponent, median and worst over **every** seed: a seed that failed counts 0% against every opponent.
+
+    ``expected``: result key (``win_rate``, ``win_rate_royale``, ...) → the opponents every seed should have
+    played; a seed missing one (it crashed before, or the match failed) counts 0% there. Without it, the
+    opponents any seed played.
+    """
+    failed = [e for e in entries if "error" in e]
     result: dict[str, Any] = {
         "seeds": len(entries),
-        "seeds_finished": len(done),
-        "seeds_failed": [e["seed"] for e in entries if "error" in e],
+        "seeds_finished": len(entries) - len(failed),
+        "seeds_failed": [e["seed"] for e in failed],
+        "failures": [{"seed": e["seed"], "error": e["error"]} for e in failed],
+        "failed_matches": sum(len(e.get("errors", [])) for e in entries),
     }
-    for key in ("win_rate", "win_rate_deterministic", "win_rate_last", "win_rate_royale"):
-        names = list(dict.fromkeys(name for e in done for name in e.get(key, {})))
+    for key in RATE_KEYS:
+        names = list(expected.get(key, ())) if expected is not None else []
+        names += [n for e in entries for n in e.get(key, {}) if n not in names]
         if names:
-            result[key] = {name: spread([e.get(key, {}).get(name) for e in done]) for name in names}
-    if any("royale_mean" in e for e in done):
-        result["royale_mean"] = spread([e.get("royale_mean") for e in done])
-        result["royale_median"] = spread([e.get("royale_median") for e in done])
-    robins = [e["round_robin"] for e in done if "round_robin" in e]
-    if robins:
+            result[key] = {name: spread([e.get(key, {}).get(name) for e in entries]) for name in names}
+    if (expected and expected.get("win_rate_royale")) or any("royale_mean" in e for e in entries):
+        result["royale_mean"] = spread([e.get("royale_mean") for e in entries])
+        result["royale_median"] = spread([e.get("royale_median") for e in entries])
+    league = [e for e in entries if "round_robin" in e or e.get("league_expected")]
+    if league:
+        robins = [e["round_robin"] for e in league if "round_robin" in e]
+        ranks = [r["rank"] for r in robins]
         result["round_robin"] = {
             "rank": {
-                "median": statistics.median(r["rank"] for r in robins),
-                "worst": max(r["rank"] for r in robins),  # the worst rank is the largest
-                "n": len(robins),
+                "median": statistics.median(ranks) if ranks else None,
+                "worst": max(ranks) if ranks and len(ranks) == len(league) else None,  # the largest; None: a seed failed
+                "n": len(ranks),
             },
             "above_every_scripted": sum(bool(r["above_every_scripted"]) for r in robins),
-            "of": sum(r["above_every_scripted"] is not None for r in robins),
+            "of": len(league),
         }
     for key in ("transitions_trained", "updates", "gradient_steps", "trained_steps_per_s"):
-        got = [e[key] for e in done if isinstance(e.get(key), int | float)]
+        got = [e[key] for e in entries if isinstance(e.get(key), int | float)]
         result[f"median_{key}"] = statistics.median(got) if got else None
-    result["returned_last"] = sum(1 for e in done if (e.get("returned_policy") or {}).get("returned") == "last")
+    result["returned_last"] = sum(1 for e in entries if (e.get("returned_policy") or {}).get("returned") == "last")
     return result
 
 
 def judge(agg: dict[str, Any], targets: dict[str, Any], applies: bool, why: str) -> dict[str, Any]:
-    """Each target: the figure, its bound, met (None: not measured)."""
+    """Each target: the figure, its bound, met (None: not measured). A failed seed fails the targets."""
     rows: dict[str, Any] = {}
+    seeds, finished = agg["seeds"], agg["seeds_finished"]
+    rows["every_seed_finished"] = {"value": f"{finished} of {seeds}", "target": "all", "met": seeds > 0 and finished == seeds}
     rates = agg.get("win_rate", {})
     for kind in ("median", "worst"):
         for name, bound in targets[kind].items():
@@ -351,21 +398,20 @@ def judge(agg: dict[str, Any], targets: dict[str, Any], applies: bool, why: str)
     bound = targets["royale_mean_median"]
     rows["median/royale_mean"] = {"value": value, "target": bound, "met": None if value is None else value >= bound}
     robin = agg.get("round_robin")
-    finished = agg["seeds_finished"]
-    if robin and robin["of"] == finished:
+    if robin:
         rows["above_every_scripted/every_seed"] = {
-            "value": f"{robin['above_every_scripted']} of {robin['of']}",
+            "value": f"{robin['above_every_scripted']} of {seeds}",
             "target": "all",
-            "met": robin["above_every_scripted"] == finished,
+            "met": robin["above_every_scripted"] == seeds,
         }
     else:
         rows["above_every_scripted/every_seed"] = {"value": None, "target": "all", "met": None}
     met = [row["met"] for row in rows.values()]
-    all_met = False if (False in met or not finished) else (None if None in met else True)
+    all_met = False if False in met else (None if None in met else True)
     return {
         "applies": applies,
         "why": why,
-        "over_seeds": finished,
+        "over_seeds": seeds,
         "seeds_failed": agg["seeds_failed"],
         "targets": rows,
         "all_met": all_met,
@@ -467,7 +513,7 @@ def _pct(value: float | None) -> str:
 
 
 def main() -> None:
-    global ARENA
+    global SOURCE
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -513,6 +559,16 @@ def main() -> None:
         help="with --sb3: also train ours against tracker at each SB3 shape, stopped at the samples SB3 used",
     )
     parser.add_argument("--out", type=Path, default=None, help="where the runs go and stay (default: a temporary directory)")
+    parser.add_argument(
+        "--commit",
+        default=None,
+        help="measure this commit, exported from git into a fresh directory (default: HEAD, refused on a dirty tree)",
+    )
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="measure the working tree as it is, uncommitted edits included (the JSON says so, with a hash of the diff)",
+    )
     args = parser.parse_args()
     if (args.rounds is not None and args.rounds < 1) or (args.minutes is not None and args.minutes <= 0):
         parser.error("--rounds must be >= 1 and --minutes > 0")
@@ -520,7 +576,13 @@ def main() -> None:
         parser.error("--equal-samples needs --sb3 SHAPE (the SB3 runs whose samples it matches)")
     if args.royale_rounds < 0:
         parser.error("--royale-rounds must be >= 0")
-    ARENA = find_arena()
+    try:
+        SOURCE = prepare_source(ROOT, args.commit, args.allow_dirty)
+        found_versions = versions(SOURCE)
+    except (DirtyTree, RuntimeError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(f"bench/learning.py: {exc}") from None
+    where = "the working tree, uncommitted edits included" if SOURCE.record["dirty"] else "a clean export"
+    log(f"measuring commit {SOURCE.record['commit'][:12]} from {where} ({SOURCE.root}); {found_versions}")
     cases = list(dict.fromkeys(args.case or ["default"]))
     seeds = list(dict.fromkeys(args.seeds or (PROXY_SEEDS if args.proxy else FULL_SEEDS)))
     extra = shlex.split(args.extra)
@@ -542,10 +604,21 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     settings = {"proxy": args.proxy, "rounds": rounds, "royale_rounds": royale_rounds, "league": not args.proxy}
     total = sum(seed_minutes(c, minutes, args.proxy) for c in cases) * len(seeds) + 1.0  # + the baseline
-    log(
-        f"arena: {ARENA}; cases {', '.join(cases)}, seeds {' '.join(map(str, seeds))}, runs in {root}; "
-        f"about {total:.0f} minutes in all"
-    )
+    log(f"cases {', '.join(cases)}, seeds {' '.join(map(str, seeds))}, runs in {root}; about {total:.0f} minutes in all")
+    expected: dict[str, Sequence[str]] = {"win_rate": SCRIPTED, "win_rate_last": SCRIPTED, "win_rate_royale": royale}
+    if not args.proxy:
+        expected["win_rate_deterministic"] = SCRIPTED
+    probe_flags = []
+    if extra:
+        probe_flags.append(f"--extra={shlex.join(extra)}")
+    if args.proxy:
+        probe_flags.append("--proxy")
+    if args.minutes is not None:
+        probe_flags.append(f"--minutes {args.minutes:g}")
+    if seeds != FULL_SEEDS:
+        probe_flags.append(f"--seeds {' '.join(map(str, seeds))}")
+    if rounds != 200 or (royale_rounds != 20 and not args.proxy):
+        probe_flags.append("other rounds")
 
     results: dict[str, Any] = {}
     for case in cases:
@@ -557,18 +630,20 @@ def main() -> None:
             left = seed_minutes(case, minutes, args.proxy) * (len(seeds) - i - 1) + 1.0
             left += sum(seed_minutes(c, minutes, args.proxy) for c in later) * len(seeds)
             log(f"{case}, seed {seed} done; about {left:.0f} min left")
-        agg = aggregate(entries)
+        agg = aggregate(entries, expected)
         result: dict[str, Any] = {"minutes": case_minutes, "extra": extra, "seeds": entries, "aggregate": agg}
         if CASES[case]["targets"]:
-            standard = case_minutes == CASES[case]["minutes"] and not args.proxy
+            standard = not probe_flags
             why = (
-                "the 5-minute default case"
+                "the 5-minute default case: the README's command, seeds 0-4, full evaluation"
                 if standard
-                else "targets are for the full 5-minute evaluation: shown for comparison only"
+                else f"a probe ({'; '.join(probe_flags)}): the targets are the default evaluation's, shown for comparison only"
             )
             result["targets"] = judge(agg, CASES[case]["targets"], standard, why)
         results[case] = result
         rates = agg.get("win_rate", {})
+        if agg["seeds_failed"]:
+            log(f"{case}: seeds {agg['seeds_failed']} FAILED, counted as 0% against every opponent")
         log(
             f"{case}: {agg['seeds_finished']} of {agg['seeds']} seeds finished; returned policy, median / worst: "
             + ", ".join(f"{k} {_pct(v['median'])} / {_pct(v['worst'])}" for k, v in rates.items())
@@ -622,6 +697,11 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "learning",
+                "kind": "probe" if probe_flags else "evaluation",
+                "source": SOURCE.record,
+                "versions": found_versions,
+                "command_line": command_line(),
+                "opponent_roles": OPPONENT_ROLES,
                 "settings": {
                     "proxy": args.proxy,
                     "cases": cases,
@@ -632,7 +712,7 @@ def main() -> None:
                     "royale_bots": royale,
                     "league_rounds": LEAGUE_ROUNDS,
                     "extra": extra,
-                    "arena": str(ARENA),
+                    "arena": shlex.join(arena_command(SOURCE)),
                 },
                 "cases": results,
                 **({"sb3_tracker": sb3} if sb3 is not None else {}),

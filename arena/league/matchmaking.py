@@ -64,20 +64,15 @@ class LeagueConfig:
     """
 
     snapshot_every: int = 200
-    """Learner updates (policy versions) between two snapshots; the first is taken at this version. At ~10
-    updates a second (the tank's defaults), 200 updates are ~20 s."""
+    """Learner updates (policy versions) between two snapshots; the first is taken at this version (docs/arena.md
+    gives what that is in seconds at the tank's defaults)."""
     max_snapshots: int = 0
-    """Snapshots kept in the league; 0 (the default) disables snapshots. Was 8, then 2 (with ``self_share``
-    0.2, then 0.1). With 8 and 20% self-play about 75% of the rounds went to the learner's own past and
-    present, ``sitting`` and ``spinner`` got under 2% each once beaten, and the learner lost them again.
-    With 2 and 10%, five seeds of the main job ended at a median of 99 / 96.5 / 79.5 / 64.5% against
-    sitting / spinner / walker / tracker (worst 93.5 / 72 / 71.5 / 45.5%); with neither (the default now),
-    at a median of 100 / 99 / 90.5 / 95% (worst 94 / 97.5 / 83 / 88%), 97% against the Tank Royale bots it
-    never met either way (docs/agents.md). Late in the runs with snapshots the learner won only 14-57% of
-    its rounds against them: rounds spent on a copy of itself, that taught it little about other bots."""
+    """Snapshots kept in the league; 0 (the default) disables snapshots. Off because, measured over five seeds
+    (docs/agents.md, "What the main job learns"), rounds against the learner's own past and present crowded
+    out the scripted bots and the returned policy did worse against them with snapshots than without."""
     self_share: float = 0.0
-    """Share of rounds against the learner's live policy (``self``); 0 (the default) disables self-play.
-    Was 0.2, then 0.1 (see ``max_snapshots``)."""
+    """Share of rounds against the learner's live policy (``self``); 0 (the default) disables self-play (see
+    ``max_snapshots``)."""
     floor_share: float = 0.5
     """Share of the other rounds spread evenly over all members, whatever the win rates: what keeps a
     beaten opponent in play, so it is not forgotten. Was 0.2; with the four scripted bots each gets at

@@ -1,38 +1,72 @@
-"""bench/learning.py's verdicts: median and worst over seeds, failed seeds left out and said, targets judged."""
+"""bench/learning.py's verdicts: median and worst over every seed, a failed seed counted as 0%, targets judged."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.learning import TARGETS, aggregate, judge
+from bench.learning import SCRIPTED, TARGETS, aggregate, judge, spread
 
 
 def seed(number: int, rates: tuple[float, float, float, float], royale: float, above: bool, rank: int) -> dict[str, Any]:
-    names = ("sitting", "spinner", "walker", "tracker")
     return {
         "seed": number,
-        "win_rate": dict(zip(names, rates, strict=True)),
+        "win_rate": dict(zip(SCRIPTED, rates, strict=True)),
         "royale_mean": royale,
         "round_robin": {"rank": rank, "above_every_scripted": above},
         "returned_policy": {"returned": "last"},
+        "league_expected": True,
     }
 
 
-def test_median_and_worst_seed_decide_and_a_failed_seed_is_counted_not_averaged() -> None:
+def strong(number: int) -> dict[str, Any]:
+    return seed(number, (1.0, 0.99, 0.97, 0.95), 0.9, True, 1)
+
+
+def test_median_and_worst_seed_decide() -> None:
     entries = [
         seed(0, (0.95, 0.98, 0.54, 0.28), 0.82, False, 3),
         seed(1, (1.00, 0.82, 0.83, 0.82), 0.99, True, 1),
         seed(2, (0.97, 0.79, 0.71, 0.48), 0.91, False, 5),
-        {"seed": 3, "error": "arena train exited 1"},
     ]
-    agg = aggregate(entries)
-    assert (agg["seeds"], agg["seeds_finished"], agg["seeds_failed"]) == (4, 3, [3])
-    assert agg["win_rate"]["walker"] == {"median": 0.71, "worst": 0.54, "n": 3}
+    agg = aggregate(entries, {"win_rate": SCRIPTED})
+    assert agg["win_rate"]["walker"] == {"median": 0.71, "worst": 0.54, "n": 3, "failed": 0}
     assert agg["round_robin"]["rank"] == {"median": 3, "worst": 5, "n": 3}  # the worst rank is the largest
-    verdict = judge(agg, TARGETS, True, "the 5-minute default case")
-    rows = verdict["targets"]
+    rows = judge(agg, TARGETS, True, "the 5-minute default case")["targets"]
     assert rows["median/sitting"]["met"] and rows["median/spinner"]["met"]
     assert not rows["median/walker"]["met"] and not rows["worst/tracker"]["met"]
     assert rows["median/royale_mean"] == {"value": 0.91, "target": 0.8, "met": True}
     assert rows["above_every_scripted/every_seed"]["met"] is False
-    assert verdict["all_met"] is False and verdict["over_seeds"] == 3
+
+
+def test_a_crashed_seed_is_zero_against_every_opponent_and_fails_the_targets() -> None:
+    """Two strong seeds and one that crashed: the crash is the worst seed, listed, and the targets are unmet."""
+    entries = [strong(0), {"seed": 1, "error": "arena train exited -9: Killed", "league_expected": True}, strong(2)]
+    agg = aggregate(entries, {"win_rate": SCRIPTED, "win_rate_royale": ["Walls"]})
+    assert (agg["seeds"], agg["seeds_finished"], agg["seeds_failed"]) == (3, 2, [1])
+    assert agg["failures"] == [{"seed": 1, "error": "arena train exited -9: Killed"}]
+    for name in SCRIPTED:
+        assert agg["win_rate"][name]["worst"] == 0.0 and agg["win_rate"][name]["failed"] == 1
+        assert agg["win_rate"][name]["n"] == 3
+    assert agg["win_rate"]["sitting"]["median"] == 1.0
+    assert agg["win_rate_royale"]["Walls"] == {"median": 0.0, "worst": 0.0, "n": 3, "failed": 3}
+    assert agg["royale_mean"]["worst"] == 0.0
+    assert agg["round_robin"]["above_every_scripted"] == 2 and agg["round_robin"]["of"] == 3
+    assert agg["round_robin"]["rank"]["worst"] is None  # a seed has no rank: no worst rank can be claimed
+    verdict = judge(agg, TARGETS, True, "the 5-minute default case")
+    rows = verdict["targets"]
+    assert rows["every_seed_finished"] == {"value": "2 of 3", "target": "all", "met": False}
+    assert rows["worst/sitting"]["met"] is False and rows["median/sitting"]["met"] is True
+    assert rows["above_every_scripted/every_seed"]["met"] is False
+    assert verdict["all_met"] is False and verdict["over_seeds"] == 3 and verdict["seeds_failed"] == [1]
+
+
+def test_every_seed_crashed_is_unmet_not_unknown() -> None:
+    entries = [{"seed": s, "error": "boom"} for s in range(3)]
+    verdict = judge(aggregate(entries, {"win_rate": SCRIPTED}), TARGETS, True, "x")
+    assert verdict["all_met"] is False
+    assert verdict["targets"]["median/tracker"] == {"value": 0.0, "target": 0.6, "met": False}
+
+
+def test_a_failed_match_counts_as_a_match_lost() -> None:
+    assert spread([1.0, None, 0.5]) == {"median": 0.5, "worst": 0.0, "n": 3, "failed": 1}
+    assert spread([]) == {"median": None, "worst": None, "n": 0, "failed": 0}
