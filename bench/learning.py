@@ -576,15 +576,21 @@ def main() -> None:
         parser.error("--equal-samples needs --sb3 SHAPE (the SB3 runs whose samples it matches)")
     if args.royale_rounds < 0:
         parser.error("--royale-rounds must be >= 0")
+    cases = list(dict.fromkeys(args.case or ["default"]))
+    seeds = list(dict.fromkeys(args.seeds or (PROXY_SEEDS if args.proxy else FULL_SEEDS)))
+    root = args.out or Path(tempfile.mkdtemp(prefix="arena-learning-"))
+    names = [f"{c}-seed{s}" for c in cases for s in seeds] + ["untrained-seed0", "source"]
+    taken = [root / name for name in names if (root / name).exists()]
+    if taken:
+        raise SystemExit(f"{taken[0]} exists (arena train would mix its checkpoints in): remove it or pick another --out")
+    root.mkdir(parents=True, exist_ok=True)
     try:
-        SOURCE = prepare_source(ROOT, args.commit, args.allow_dirty)
+        SOURCE = prepare_source(ROOT, args.commit, args.allow_dirty, into=root / "source")
         found_versions = versions(SOURCE)
     except (DirtyTree, RuntimeError, subprocess.CalledProcessError) as exc:
         raise SystemExit(f"bench/learning.py: {exc}") from None
     where = "the working tree, uncommitted edits included" if SOURCE.record["dirty"] else "a clean export"
     log(f"measuring commit {SOURCE.record['commit'][:12]} from {where} ({SOURCE.root}); {found_versions}")
-    cases = list(dict.fromkeys(args.case or ["default"]))
-    seeds = list(dict.fromkeys(args.seeds or (PROXY_SEEDS if args.proxy else FULL_SEEDS)))
     extra = shlex.split(args.extra)
     rounds = args.rounds or (100 if args.proxy else 200)
     minutes = args.minutes if args.minutes is not None else (PROXY_MINUTES if args.proxy else None)
@@ -595,13 +601,6 @@ def main() -> None:
         log("no official Tank Royale bot API (pip install -e '.[royale]'): the Tank Royale bots are skipped")
         royale_rounds = 0
     royale = royale_bots() if royale_rounds else []
-    root = args.out or Path(tempfile.mkdtemp(prefix="arena-learning-"))
-    taken = [
-        root / name for name in [f"{c}-seed{s}" for c in cases for s in seeds] + ["untrained-seed0"] if (root / name).exists()
-    ]
-    if taken:
-        raise SystemExit(f"{taken[0]} exists (arena train would mix its checkpoints in): remove it or pick another --out")
-    root.mkdir(parents=True, exist_ok=True)
     settings = {"proxy": args.proxy, "rounds": rounds, "royale_rounds": royale_rounds, "league": not args.proxy}
     total = sum(seed_minutes(c, minutes, args.proxy) for c in cases) * len(seeds) + 1.0  # + the baseline
     log(f"cases {', '.join(cases)}, seeds {' '.join(map(str, seeds))}, runs in {root}; about {total:.0f} minutes in all")
