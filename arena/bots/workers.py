@@ -2,7 +2,8 @@
 
 In one process the bots' Python (game step, policy, batching) competes with the trainer
 thread for the GIL. A worker process is still an ordinary websocket bot of the server; it
-reports finished rounds to the parent through a queue, batched every quarter second.
+reports finished rounds to the parent through a queue, batched every quarter second, and ends
+by itself when the parent dies, however it dies (:func:`~arena.bots.parent_watch.die_with_parent`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from typing import Any
 
 from .learning_bot import run_learning_bot
+from .parent_watch import Parent, die_with_parent
 from .play import MatchLog, RoundResult
 from .spec import LearningBotSpec
 
@@ -24,8 +26,9 @@ REPORT_EVERY = 0.25
 """Seconds between a worker's reports to the parent."""
 
 
-def _worker_main(spec: LearningBotSpec, stop: Any, reports: Any) -> None:
-    """A worker process: play ``spec`` until ``stop``, reporting rounds, ticks and CPU to the parent."""
+def _worker_main(spec: LearningBotSpec, stop: Any, reports: Any, parent: Parent) -> None:
+    """A worker process: play ``spec`` until ``stop``, reporting rounds, ticks and CPU to the parent (ending with it)."""
+    die_with_parent(parent)
     from ..royale.seats import RoyaleMatchError
 
     pending: list[RoundResult] = []
@@ -64,22 +67,28 @@ class WorkerPool:
     """``n`` bot processes (spawned, so no state is inherited from the server process), bot ``i`` playing ``spec.nth(i)``."""
 
     def __init__(self, spec: LearningBotSpec, n: int) -> None:
-        context = mp.get_context("spawn")
-        self.stop = context.Event()
-        self.reports: Any = context.Queue()
-        self.processes = [
-            context.Process(
-                target=_worker_main,
-                args=(spec.nth(i), self.stop, self.reports),
-                name=f"arena-worker-{spec.name}{i}",
-                daemon=True,
-            )
-            for i in range(n)
-        ]
+        self._context = mp.get_context("spawn")
+        self._spec = spec
+        self.stop = self._context.Event()
+        self.reports: Any = self._context.Queue()
+        self.processes: list[Any] = []
+        """Filled by :meth:`start`."""
         self.cpu_seconds = [0.0] * n
         """Each worker's CPU seconds (all its threads) since its first tick, as of its latest report."""
 
     def start(self) -> None:
+        """Start the workers (from any thread: each one ends by itself when this process dies, not this thread)."""
+        parent = Parent.here()  # made here: which thread starts them decides how they watch this process
+        spec = self._spec
+        self.processes = [
+            self._context.Process(
+                target=_worker_main,
+                args=(spec.nth(i), self.stop, self.reports, parent),
+                name=f"arena-worker-{spec.name}{i}",
+                daemon=True,
+            )
+            for i in range(len(self.cpu_seconds))
+        ]
         for process in self.processes:
             process.start()
 

@@ -12,7 +12,10 @@ keeps ``DIR/Name.log``). :meth:`BootedBot.log_summary` reads it back for error m
 last lines, and the Python tracebacks in it (:func:`read_log`) (an official API catches what a bot's code
 raises, prints the traceback and plays on, so a traceback is often the only sign).
 
-Each bot runs in a session of its own, so stopping it also stops what its script started.
+Each bot runs in a session of its own, so stopping it also stops what its script started, and
+on a :class:`~arena.bots.parent_watch.Lifeline`: if the process that booted it dies (``kill -9``
+included) before stopping it, its session is killed all the same (an official-API bot whose
+server is gone plays on as an orphan otherwise).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from ..bots.parent_watch import Lifeline
 
 __all__ = ["BootedBot", "BotDirectory", "LogSummary", "boot", "exit_status", "find_bot", "read_log"]
 
@@ -146,6 +151,8 @@ class BootedBot:
     process: subprocess.Popen[bytes]
     log_path: Path
     _log: IO[bytes]
+    _lifeline: Lifeline | None = None
+    """Kills what is left of its session when closed, or when this process dies."""
     log_kept: bool = False
     """The log stays after the game (a name was given): error messages then say where it is."""
     exit_code: int | None = None
@@ -198,6 +205,8 @@ class BootedBot:
             return self.exit_code
         finally:
             self._log.close()
+            if self._lifeline is not None:
+                self._lifeline.close()
 
     def _end(self, grace: float) -> int | None:
         try:
@@ -254,17 +263,25 @@ def boot(
         env["SERVER_SECRET"] = secret
     else:
         env.pop("SERVER_SECRET", None)
+    lifeline = Lifeline()
     log = log_path.open("wb")
-    process = subprocess.Popen(
-        list(bot.command),
-        cwd=bot.directory,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    return BootedBot(bot, process, log_path, log, log_kept=log_name is not None)
+    try:
+        process = subprocess.Popen(
+            lifeline.wrap(bot.command),
+            cwd=bot.directory,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=lifeline.pass_fds,
+        )
+    except BaseException:
+        log.close()
+        lifeline.close()
+        raise
+    lifeline.started()
+    return BootedBot(bot, process, log_path, log, lifeline, log_kept=log_name is not None)
 
 
 _INFO_ENV = {
