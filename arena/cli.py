@@ -1,4 +1,4 @@
-"""The ``arena`` command: ``train``, ``match``, ``replay``, ``serve``, ``worker``, ``gym`` and ``export``.
+"""The ``arena`` command: ``train``, ``match``, ``replay``, ``serve``, ``worker``, ``gym``, ``export`` and ``compile``.
 
 This module and ``arena.commands`` (one module per command) are the one place that wires the
 server to the games: learning bots still reach the server only through ``bot_protocol`` (real
@@ -14,12 +14,18 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from . import numba_cache
 from .bots.worker_command import run_worker
+from .commands import compile as compile_command  # not the builtin's name
 from .commands import export, gym, match, replay, serve, train
 from .commands.options import SCRIPTED_NAMES, _Parser, _positive_float, _positive_int
 from .defaults import TANK_MATCHES
 
 __all__ = ["main"]
+
+# Where numba caches, chosen before anything imports numba: here, at import, so the processes a command
+# spawns (bots, the evaluator) choose too, as they import this module again as their main module.
+numba_cache.apply()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(commands)
     gym.add_parser(commands)
     export.add_parser(commands)
+    compile_command.add_parser(commands)
     return parser
 
 
@@ -112,12 +119,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         "replay": replay._replay,
         "league": _league_command,
         "worker": run_worker,
+        "compile": compile_command._compile,
     }
+    problem = _numba_problem(args)
+    if problem is not None:
+        print(f"arena {args.command}: error: {problem}", file=sys.stderr)
+        return 2
     try:
         return commands[args.command](args)
     except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
         print(f"arena {args.command}: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _numba_problem(args: argparse.Namespace) -> str | None:
+    """Why numba cannot serve a command that needs it (PPO's compiled loops, ``--engine numba``), in one line; else None."""
+    ppo = getattr(args, "agent", None) == "ppo" and args.command in ("train", "serve")
+    engine = args.command == "train" and args.engine == "numba" and args.game == "tank"
+    if ppo:
+        return numba_cache.numba_problem("PPO's loss, guards and GAE need it, whichever --engine")
+    if engine:
+        return numba_cache.numba_problem("--engine numba needs it", ", or --engine numpy")
+    if args.command == "compile":
+        return numba_cache.numba_problem("arena compile compiles with it")
+    return None
 
 
 def _league_command(args: argparse.Namespace) -> int:

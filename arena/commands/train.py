@@ -100,9 +100,10 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "--engine",
         choices=("numpy", "numba"),
         default="numba",
-        help="the learning bots' tank engine and scripted opponents: numba (default), compiled, or numpy, the "
-        "reference; the same game bit for bit (numba compiles for 10-20 s on a machine's first run, before the "
-        "budget starts, then loads from its cache; docs/arena.md)",
+        help="the learning bots' tank engine and scripted opponents: numba (default; compiled) or numpy (the "
+        "reference); the same game bit for bit. numba compiles for 10-20 s on a machine's first run, before the "
+        "budget starts, then loads from its cache (the run says where; see 'arena compile'). PPO needs numba "
+        "with either engine (docs/arena.md)",
     )
     train.add_argument("--seed", type=int, default=0, help="seed for the games and the agent (default: 0)")
     train.add_argument("--out", type=Path, default=Path("runs/latest"), help="output directory (default: runs/latest)")

@@ -132,7 +132,7 @@ class TrainPlan:
             tensorboard=flags.tensorboard,
             royale_matches=flags.royale_matches or ROYALE_MATCHES,
             royale_turns_per_s=flags.royale_turns_per_s or ROYALE_TURNS_PER_S,
-            engine=_engine(flags.engine),
+            engine=flags.engine,  # numba importable: checked by the command line (arena/cli.py)
             # reach bots send scalar rewards: the server owns no shaping of its own
             server=ServerPlan.from_flags(flags, sizes, TANK_REWARD if tank else None, shape),
             flags=dict(vars(flags)),
@@ -170,18 +170,6 @@ class TrainPlan:
 def member_name(opponent: str) -> str:
     """A league member's name in tables: ``royale:PATH`` as ``royale:NAME`` (the bot directory's name)."""
     return f"royale:{Path(opponent.removeprefix('royale:')).name}" if opponent.startswith("royale:") else opponent
-
-
-def _engine(name: Literal["numpy", "numba"]) -> Literal["numpy", "numba"]:
-    """``--engine``: "numba" needs numba importable (one line now, not a traceback from the bot's process)."""
-    if name == "numba":
-        import importlib.util
-
-        if importlib.util.find_spec("numba") is None:
-            raise ValueError(
-                "--engine numba needs numba (a dependency of arena-trainer: pip install numba), or --engine numpy"
-            )
-    return name
 
 
 def _check_royale_bots(kinds: list[str]) -> None:

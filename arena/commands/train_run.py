@@ -35,24 +35,17 @@ def run_training(plan: TrainPlan) -> int:
 
 
 def _compile_engine(plan: TrainPlan) -> None:
-    """Compile the numba kernels (PPO's loss, the engine, the scripted bots) before the budget's clock starts.
+    """Compile the numba kernels (PPO's loss, guards and GAE, the engine, the scripted bots) before the budget's clock starts.
 
-    numba compiles them once per machine (10-20 s), then every process loads them from its disk cache in
-    well under a second; a first run on a new machine would otherwise spend those seconds of its budget.
+    numba compiles them once, then every process loads them from its disk cache; a first run would otherwise
+    spend its budget's first seconds on it. The line says where they were cached, or that nothing could be
+    (a read-only install with no home and no writable temp directory).
     """
-    if plan.agent == "ppo":  # the CPU step's loss, guards and GAE (agents/kernels.py): ~3 s the first time
-        from agents.kernels import compile_all as compile_learner
+    from .compile import compile_kernels
 
-        seconds = compile_learner()
-        if seconds >= 1.0:
-            print(f"arena train: compiled PPO's step kernels in {seconds:.0f} s (numba; cached for later runs)")
-    if plan.engine != "numba" or not plan.tank:
-        return
-    from ..games.tank.compiled import compile_all
-
-    seconds = compile_all()
-    if seconds >= 1.0:
-        print(f"arena train: compiled the tank engine and the scripted bots in {seconds:.0f} s (numba; cached for later runs)")
+    result = compile_kernels(ppo=plan.agent == "ppo", tank=plan.engine == "numba" and plan.tank)
+    if result is not None:
+        print(f"arena train: {result[0]}", flush=True)
 
 
 class TrainingRun:

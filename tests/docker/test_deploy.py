@@ -343,6 +343,33 @@ def test_image_cmd_serves_the_tank_arena_into_the_volume(capsys: pytest.CaptureF
         assert any(f"{args.out}/checkpoints" in run for run in values("RUN"))
 
 
+def test_image_compiles_the_numba_kernels_at_build_into_a_cache_it_keeps(capsys: pytest.CaptureFixture[str]) -> None:
+    """A new container compiles nothing: `arena compile` fills ENV NUMBA_CACHE_DIR at build, after the package is
+    installed, as the user the container runs as, in a folder that user owns (numba caches only where it can write)
+    and that no VOLUME hides."""
+    parsed = instructions()
+    user = values("USER")[-1].split(":")[0]
+    user_at = max(i for i, (name, _) in enumerate(parsed) if name == "USER")
+    package_at = next(
+        i for i, (name, v) in enumerate(parsed) if name == "RUN" and re.search(r"pip install (\S+ )*\.(\s|$)", v)
+    )
+    runs = [(i, exec_form(v) if v.lstrip().startswith("[") else shlex.split(v)) for i, (name, v) in enumerate(parsed)
+            if name == "RUN"]  # fmt: skip
+    compiles = [(i, argv) for i, argv in runs if argv[:1] == ["arena"]]
+    assert len(compiles) == 1, "one RUN of `arena compile`"
+    ((compile_at, argv),) = compiles
+    assert parse_command(argv[1:], capsys).command == "compile"
+    assert compile_at > package_at and compile_at > user_at, f"`arena compile` must run after `pip install .`, as {user}"
+    settings = [dict(pair.partition("=")[::2] for pair in shlex.split(v)) for name, v in parsed[:compile_at] if name == "ENV"]
+    cache = next((env["NUMBA_CACHE_DIR"] for env in reversed(settings) if "NUMBA_CACHE_DIR" in env), None)
+    assert cache, "no ENV NUMBA_CACHE_DIR before `arena compile`: the containers must look where the build cached"
+    assert DockerfileParser(fileobj=io.BytesIO((DOCKER / "Dockerfile").read_bytes())).envs["NUMBA_CACHE_DIR"] == cache
+    assert any(re.search(rf"install -d -o {user} (-\S+ \S+ )*{re.escape(cache)}(\s|$)", v) for _, v in parsed[:compile_at]), (
+        f"{cache} must be created owned by {user}"
+    )
+    assert not any(Path(cache).is_relative_to(v.strip()) for v in values("VOLUME")), f"a VOLUME would hide {cache}"
+
+
 def test_every_compose_command_parses(capsys: pytest.CaptureFixture[str]) -> None:
     """Each service's command line parses with the real `arena` parser (parse only, nothing runs).
 
