@@ -23,7 +23,11 @@ from .options import _announce_dashboard, _attach_tensorboard, _resume_line, _tr
 from .server_plan import make_server
 from .train_plan import TrainPlan, member_name
 
-__all__ = ["TrainingRun", "run_training"]
+__all__ = ["FRESH_SEED_OFFSET", "TrainingRun", "run_training"]
+
+FRESH_SEED_OFFSET = 7919
+"""The returned policy's closing evaluation plays battle seed ``--seed`` + this: fresh rounds, not the ones its
+selection played (``--seed``), on which the chosen policy is optimistic by construction."""
 
 
 def run_training(plan: TrainPlan) -> int:
@@ -213,7 +217,11 @@ class TrainingRun:
         evaluation = None if interrupted or not plan.report or not plan.tank else _evaluate(plan)
         if self.selector is not None:
             returned = _returned_policy(plan, self.selector, evaluation, interrupted)
+            fresh = None if interrupted or "evaluation" not in returned else _remeasure(plan, returned)
             evaluation = returned.pop("evaluation", evaluation)
+            if evaluation is not None:
+                evaluation = summary["selection_evaluation"] = {**evaluation, "rounds_of": "selection"}
+            evaluation = fresh or evaluation
             summary["returned_policy"] = returned
         if evaluation is not None:
             summary["evaluation"] = evaluation
@@ -316,6 +324,32 @@ def _returned_policy(plan: TrainPlan, selector: Any, evaluation: dict[str, Any] 
     if record.get("checkpoint"):
         print(f"arena train: returning {plan.out / record['checkpoint']}: {record['reason']}", flush=True)
     return record
+
+
+def _remeasure(plan: TrainPlan, returned: dict[str, Any]) -> dict[str, Any] | None:
+    """The returned policy on fresh rounds (another battle seed than its selection's), recorded in ``returned.json``
+    too; None when that cannot be played (the selection rounds then stand, labelled as such)."""
+    from ..outputs.report import evaluate_against_scripted
+    from ..outputs.selection import score, write_record
+
+    if not returned.get("checkpoint"):
+        return None
+    seed = plan.seed + FRESH_SEED_OFFSET
+    print(f"arena train: the returned policy on fresh rounds, {plan.eval_rounds} against each scripted bot…", flush=True)
+    try:
+        fresh = evaluate_against_scripted(
+            plan.out / returned["checkpoint"], rounds_per_opponent=plan.eval_rounds, seed=seed,
+            ticks_per_round=plan.ticks_per_round,
+        )  # fmt: skip
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"arena train: no evaluation on fresh rounds ({exc}); the report shows the selection rounds", file=sys.stderr)
+        return None
+    except KeyboardInterrupt:
+        print("arena train: evaluation interrupted; the report shows the selection rounds", file=sys.stderr)
+        return None
+    returned["fresh_mean_win_rate"] = round(score(fresh), 4)
+    write_record(plan.out, returned)
+    return {**fresh, "rounds_of": "fresh"}
 
 
 def _evaluate(plan: TrainPlan) -> dict[str, Any] | None:

@@ -394,14 +394,24 @@ def _title(summary: Mapping[str, Any]) -> str:
     return f"arena train: {summary.get('agent', '?')}{versus}"
 
 
+ROUNDS_OF = {
+    "fresh": "Fresh rounds, not those it was selected on. The scripted bots are also its training opponents: an "
+    "in-sample figure.",
+    "selection": "The rounds it was selected on: optimistic, since it was chosen for winning them (no fresh rounds "
+    "could be played). The scripted bots are also its training opponents.",
+}
+"""What a match table's rounds are (its ``rounds_of``), in the report's words."""
+
+
 def _match_caption(match_table: Mapping[str, Any]) -> str:
     how = "mean action" if match_table.get("deterministic") else "sampled actions, as in training"
     policy = match_table.get("policy", {})
+    rounds_of = ROUNDS_OF.get(match_table.get("rounds_of", ""), "")
     return (
         f"The returned policy (generation {policy.get('generation', '?')}, version {policy.get('version', '?')}, {how}) "
         "against "
         f"each scripted bot: {match_table['rounds_per_opponent']} rounds each, {match_table['ticks_per_round']} ticks at "
-        f"most (a round still open then is a draw), seed {match_table['seed']}."
+        f"most (a round still open then is a draw), seed {match_table['seed']}." + (f" {rounds_of}" if rounds_of else "")
     )
 
 

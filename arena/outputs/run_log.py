@@ -196,8 +196,10 @@ def print_summary(summary: dict[str, Any], file: Any = None) -> None:
         rows.append(("league rating", f"learner {where}; top: {', '.join(ranking[:3])}"))
     evaluation = summary.get("evaluation")
     if evaluation:
+        kinds = {"fresh": "fresh rounds", "selection": "its selection rounds"}
+        rounds_of = kinds.get(evaluation.get("rounds_of", ""), "rounds")
         rows.append(
-            (f"returned policy (v{evaluation['policy']['version']}), {evaluation['rounds_per_opponent']} rounds each",
+            (f"returned policy (v{evaluation['policy']['version']}), {evaluation['rounds_per_opponent']} {rounds_of} each",
              ", ".join(f"{o['opponent']} {o['win_rate']:.0%}" for o in evaluation["opponents"]))
         )  # fmt: skip
     returned = summary.get("returned_policy")

@@ -255,7 +255,7 @@ def _record(run: Path, candidates: list[Candidate], final: Candidate | None, fin
         "version": best.version,
         "returned": returned,
         "reason": reason,
-        "mean_win_rate": round(best.score, 4),
+        "selection_mean_win_rate": round(best.score, 4),
         "evaluation": best.evaluation,
         "candidates": [c.as_dict(run) for c in sorted(candidates, key=lambda c: c.version)],
     }

@@ -40,6 +40,14 @@ def test_train_then_resume_continues_the_policy_version(tmp_path, capsys):
     assert list((out / "checkpoints").glob("*.pt")) and (out / "learning_curve.png").is_file()
     assert (out / "report.html").is_file() and (out / "report.png").is_file()
     assert {row["opponent"] for row in first["evaluation"]["opponents"]} == {"sitting", "spinner", "walker", "tracker"}
+    # The figures shown are the returned policy's on fresh rounds, not the rounds it was selected on (kept, labelled).
+    fresh, chosen_on = first["evaluation"], first["selection_evaluation"]
+    assert (fresh["rounds_of"], chosen_on["rounds_of"]) == ("fresh", "selection") and fresh["seed"] != chosen_on["seed"]
+    assert fresh["policy"] == chosen_on["policy"]
+    returned = json.loads((out / "returned.json").read_text())
+    assert {"selection_mean_win_rate", "fresh_mean_win_rate", "evaluation"} <= set(returned)
+    assert returned["fresh_mean_win_rate"] == first["returned_policy"]["fresh_mean_win_rate"]
+    assert "Fresh rounds, not those it was selected on" in (out / "report.html").read_text()
     # The default opponents are the league: its members, ratings and snapshots are in the summary and on disk.
     league = first["league"]
     kinds = {m["kind"] for m in league["members"]}
