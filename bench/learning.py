@@ -23,6 +23,8 @@ tree as it is and says so), for each case and seed:
    opponents, not held-out ones (the JSON's ``opponent_roles`` says what each opponent was used for:
    the four scripted bots are the training league and the returned policy's selection). Needs
    ``pip install -e '.[royale]'`` (skipped, saying so, without it); ``--royale-rounds 0`` skips it;
+   with ``--heldout``, the same against every bot of the held-out panel (``bench/heldout``: bots no
+   training, selection or tuning run may use, played only for the final report of a change);
 4. for league runs, ``arena league DIR --rounds 100 --seed S --json``: a round-robin of the returned
    policy (named ``returned`` there) against every league member, rated by a Bradley-Terry fit (Elo): its
    rank, and whether it is rated above every scripted bot;
@@ -94,17 +96,22 @@ ROYALE_BOTS = ("Walls", "SpinBot", "Corners", "Crazy", "Fire", "RamFire", "Track
 """Official-API bots of tests/data/royale_bots. No run trains against them, but their figures guided the choice of
 the defaults: they are *tuning* opponents, not held-out ones."""
 ROYALE_DATA = Path("tests") / "data" / "royale_bots"
-"""Where the Tank Royale bots lie in the measured source."""
+"""Where the Tank Royale tuning bots lie in the measured source."""
+HELDOUT_DATA = Path("bench") / "heldout"
+"""Where the held-out panel lies in the measured source: official-API bots no training, selection or tuning run
+may use (bench/heldout/README.md), played here only with ``--heldout``, for the final report of a change."""
 OPPONENT_ROLES = {
     "sitting": "training and selection",
     "spinner": "training and selection",
     "walker": "training and selection",
     "tracker": "training and selection",
     "royale": "tuning",
+    "heldout": "none: the final report only",
 }
 """What each opponent was used for. The four scripted bots are the default league (training) and the opponents
 the run picks its returned policy by (selection); the Tank Royale bots of ``tests/data/royale_bots`` were never
-trained against, but guided the choice of the defaults (tuning). Neither is a held-out figure."""
+trained against, but guided the choice of the defaults (tuning). Neither is a held-out figure: the bots of
+``bench/heldout`` are (``--heldout``)."""
 LEAGUE_ROUNDS = 100
 """Rounds per pair in ``arena league``'s round-robin. At 20, one seed's returned policy scored 40% against
 ``tracker`` there and 62-64.5% over 100-200 rounds: too few to order two close bots."""
@@ -205,6 +212,27 @@ def royale_dir() -> Path:
     return SOURCE.root / ROYALE_DATA
 
 
+def heldout_bots() -> list[str]:
+    """The held-out panel's bots in the measured source (``NAME/NAME.json`` folders of :data:`HELDOUT_DATA`)."""
+    assert SOURCE is not None
+    panel = SOURCE.root / HELDOUT_DATA
+    return sorted(d.name for d in panel.iterdir() if (d / f"{d.name}.json").is_file()) if panel.is_dir() else []
+
+
+def panel_rates(
+    entry: dict[str, Any], key: str, bot: str, where: Path, names: list[str], rounds: int, seed: int, errors: list[str]
+) -> None:
+    """``entry[win_rate_KEY]`` against each official-API bot of ``where``, and ``KEY_mean`` / ``KEY_median`` over
+    them (a failed match counts as a match lost)."""
+    label = "returned policy" + (" vs the held-out panel" if key == "heldout" else "")
+    rates = win_rates(bot, label, {n: f"royale:{where / n}" for n in names}, rounds, seed, errors)
+    entry[f"win_rate_{key}"] = rates
+    counted = [v or 0.0 for v in rates.values()]
+    entry[f"{key}_mean"] = statistics.fmean(counted) if counted else None
+    entry[f"{key}_median"] = statistics.median(counted) if counted else None
+    entry[f"{key}_bots_played"] = sum(v is not None for v in rates.values())
+
+
 def royale_bots() -> list[str]:
     """The official-API bot directories present in the measured source (the others are said on stderr)."""
     present = [name for name in ROYALE_BOTS if (royale_dir() / name / f"{name}.json").is_file()]
@@ -235,7 +263,14 @@ def round_robin(run: Path, seed: int) -> dict[str, Any]:
 
 
 def run_seed(
-    case: str, seed: int, minutes: float, extra: list[str], root: Path, settings: dict[str, Any], royale: list[str]
+    case: str,
+    seed: int,
+    minutes: float,
+    extra: list[str],
+    root: Path,
+    settings: dict[str, Any],
+    royale: list[str],
+    heldout: list[str] | None = None,
 ) -> dict[str, Any]:
     """One ``arena train`` and the evaluation of what it hands back."""
     run = root / f"{case}-seed{seed}"
@@ -292,18 +327,11 @@ def run_seed(
         )
     entry["win_rate_last"] = win_rates(str(last), f"last policy {last.name}", SCRIPTED, rounds, match_seed, errors)
     if royale:
-        entry["win_rate_royale"] = win_rates(
-            str(run),
-            "returned policy",
-            {n: f"royale:{royale_dir() / n}" for n in royale},
-            settings["royale_rounds"],
-            match_seed,
-            errors,
-        )
-        counted = [v or 0.0 for v in entry["win_rate_royale"].values()]  # a failed match is a match lost
-        entry["royale_mean"] = statistics.fmean(counted) if counted else None
-        entry["royale_median"] = statistics.median(counted) if counted else None
-        entry["royale_bots_played"] = sum(v is not None for v in entry["win_rate_royale"].values())
+        panel_rates(entry, "royale", str(run), royale_dir(), royale, settings["royale_rounds"], match_seed, errors)
+    if heldout:
+        assert SOURCE is not None
+        where = SOURCE.root / HELDOUT_DATA
+        panel_rates(entry, "heldout", str(run), where, heldout, settings["heldout_rounds"], match_seed, errors)
     if settings["league"] and "league" in summary:
         log(f"  round-robin of the returned policy against its league ({LEAGUE_ROUNDS} rounds per pair)")
         try:
@@ -338,7 +366,7 @@ def spread(values: Sequence[float | None]) -> dict[str, Any]:
     }
 
 
-RATE_KEYS = ("win_rate", "win_rate_deterministic", "win_rate_last", "win_rate_royale")
+RATE_KEYS = ("win_rate", "win_rate_deterministic", "win_rate_last", "win_rate_royale", "win_rate_heldout")
 
 
 def aggregate(entries: list[dict[str, Any]], expected: dict[str, Sequence[str]] | None = None) -> dict[str, Any]:
@@ -361,9 +389,10 @@ def aggregate(entries: list[dict[str, Any]], expected: dict[str, Sequence[str]] 
         names += [n for e in entries for n in e.get(key, {}) if n not in names]
         if names:
             result[key] = {name: spread([e.get(key, {}).get(name) for e in entries]) for name in names}
-    if (expected and expected.get("win_rate_royale")) or any("royale_mean" in e for e in entries):
-        result["royale_mean"] = spread([e.get("royale_mean") for e in entries])
-        result["royale_median"] = spread([e.get("royale_median") for e in entries])
+    for panel in ("royale", "heldout"):
+        if (expected and expected.get(f"win_rate_{panel}")) or any(f"{panel}_mean" in e for e in entries):
+            result[f"{panel}_mean"] = spread([e.get(f"{panel}_mean") for e in entries])
+            result[f"{panel}_median"] = spread([e.get(f"{panel}_median") for e in entries])
     league = [e for e in entries if "round_robin" in e or e.get("league_expected")]
     if league:
         robins = [e["round_robin"] for e in league if "round_robin" in e]
@@ -539,6 +568,13 @@ def main() -> None:
         default=20,
         help="rounds against each official-API Tank Royale bot (default 20; 0 skips them)",
     )
+    parser.add_argument(
+        "--heldout",
+        action="store_true",
+        help="also play the held-out panel (bench/heldout: bots no training, selection or tuning run may use), "
+        "--heldout-rounds rounds each: for the final report of a change, after every choice is made",
+    )
+    parser.add_argument("--heldout-rounds", type=int, default=20, help="rounds against each held-out bot (default 20)")
     parser.add_argument("--extra", default="", help='flags appended to arena train, as one string: --extra="--matches 64"')
     parser.add_argument(
         "--proxy",
@@ -574,8 +610,8 @@ def main() -> None:
         parser.error("--rounds must be >= 1 and --minutes > 0")
     if args.equal_samples and not args.sb3:
         parser.error("--equal-samples needs --sb3 SHAPE (the SB3 runs whose samples it matches)")
-    if args.royale_rounds < 0:
-        parser.error("--royale-rounds must be >= 0")
+    if args.royale_rounds < 0 or args.heldout_rounds < 1:
+        parser.error("--royale-rounds must be >= 0 and --heldout-rounds >= 1")
     cases = list(dict.fromkeys(args.case or ["default"]))
     seeds = list(dict.fromkeys(args.seeds or (PROXY_SEEDS if args.proxy else FULL_SEEDS)))
     root = args.out or Path(tempfile.mkdtemp(prefix="arena-learning-"))
@@ -601,10 +637,19 @@ def main() -> None:
         log("no official Tank Royale bot API (pip install -e '.[royale]'): the Tank Royale bots are skipped")
         royale_rounds = 0
     royale = royale_bots() if royale_rounds else []
-    settings = {"proxy": args.proxy, "rounds": rounds, "royale_rounds": royale_rounds, "league": not args.proxy}
+    heldout = heldout_bots() if args.heldout else []
+    if args.heldout and (not heldout or importlib.util.find_spec("robocode_tank_royale") is None):
+        raise SystemExit(f"bench/learning.py: --heldout needs the bots of {HELDOUT_DATA} and the royale extra")
+    settings = {"proxy": args.proxy, "rounds": rounds, "royale_rounds": royale_rounds, "league": not args.proxy,
+                "heldout_rounds": args.heldout_rounds}  # fmt: skip
     total = sum(seed_minutes(c, minutes, args.proxy) for c in cases) * len(seeds) + 1.0  # + the baseline
     log(f"cases {', '.join(cases)}, seeds {' '.join(map(str, seeds))}, runs in {root}; about {total:.0f} minutes in all")
-    expected: dict[str, Sequence[str]] = {"win_rate": SCRIPTED, "win_rate_last": SCRIPTED, "win_rate_royale": royale}
+    expected: dict[str, Sequence[str]] = {
+        "win_rate": SCRIPTED,
+        "win_rate_last": SCRIPTED,
+        "win_rate_royale": royale,
+        "win_rate_heldout": heldout,
+    }
     if not args.proxy:
         expected["win_rate_deterministic"] = SCRIPTED
     probe_flags = []
@@ -624,7 +669,7 @@ def main() -> None:
         case_minutes = minutes if minutes is not None else CASES[case]["minutes"]
         entries = []
         for i, seed in enumerate(seeds):
-            entries.append(run_seed(case, seed, case_minutes, extra, root, settings, royale))
+            entries.append(run_seed(case, seed, case_minutes, extra, root, settings, royale, heldout))
             later = cases[cases.index(case) + 1 :]
             left = seed_minutes(case, minutes, args.proxy) * (len(seeds) - i - 1) + 1.0
             left += sum(seed_minutes(c, minutes, args.proxy) for c in later) * len(seeds)
@@ -647,11 +692,10 @@ def main() -> None:
             f"{case}: {agg['seeds_finished']} of {agg['seeds']} seeds finished; returned policy, median / worst: "
             + ", ".join(f"{k} {_pct(v['median'])} / {_pct(v['worst'])}" for k, v in rates.items())
         )
-        if "royale_mean" in agg:
-            log(
-                f"  Tank Royale bots, mean per seed: median {_pct(agg['royale_mean']['median'])}, "
-                f"worst {_pct(agg['royale_mean']['worst'])}"
-            )
+        for panel, what in (("royale", "Tank Royale tuning bots"), ("heldout", "the held-out panel")):
+            if f"{panel}_mean" in agg:
+                mean = agg[f"{panel}_mean"]
+                log(f"  {what}, mean per seed: median {_pct(mean['median'])}, worst {_pct(mean['worst'])}")
         if "targets" in result:
             log(f"  targets ({result['targets']['why']}): all met: {result['targets']['all_met']}")
 
@@ -709,6 +753,8 @@ def main() -> None:
                     "rounds": rounds,
                     "royale_rounds": royale_rounds,
                     "royale_bots": royale,
+                    "heldout_bots": heldout,
+                    "heldout_rounds": args.heldout_rounds if heldout else 0,
                     "league_rounds": LEAGUE_ROUNDS,
                     "extra": extra,
                     "arena": shlex.join(arena_command(SOURCE)),

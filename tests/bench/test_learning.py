@@ -70,3 +70,11 @@ def test_every_seed_crashed_is_unmet_not_unknown() -> None:
 def test_a_failed_match_counts_as_a_match_lost() -> None:
     assert spread([1.0, None, 0.5]) == {"median": 0.5, "worst": 0.0, "n": 3, "failed": 1}
     assert spread([]) == {"median": None, "worst": None, "n": 0, "failed": 0}
+
+
+def test_the_held_out_panel_is_aggregated_on_its_own_and_a_crash_counts_zero_there_too() -> None:
+    played = strong(0) | {"win_rate_heldout": {"Lancer": 0.9, "Ghost": 0.5}, "heldout_mean": 0.7, "heldout_median": 0.7}
+    agg = aggregate([played, {"seed": 1, "error": "boom"}], {"win_rate": SCRIPTED, "win_rate_heldout": ["Lancer", "Ghost"]})
+    assert agg["win_rate_heldout"]["Ghost"] == {"median": 0.25, "worst": 0.0, "n": 2, "failed": 1}
+    assert agg["heldout_mean"] == {"median": 0.35, "worst": 0.0, "n": 2, "failed": 1}
+    assert "royale_mean" not in agg  # the tuning bots were not played: no figure for them
