@@ -73,7 +73,8 @@ def test_a_failed_match_counts_as_a_match_lost() -> None:
 
 
 def test_the_held_out_panel_is_aggregated_on_its_own_and_a_crash_counts_zero_there_too() -> None:
-    played = strong(0) | {"win_rate_heldout": {"Lancer": 0.9, "Ghost": 0.5}, "heldout_mean": 0.7, "heldout_median": 0.7}
+    played = {k: v for k, v in strong(0).items() if k != "royale_mean"}
+    played |= {"win_rate_heldout": {"Lancer": 0.9, "Ghost": 0.5}, "heldout_mean": 0.7, "heldout_median": 0.7}
     agg = aggregate([played, {"seed": 1, "error": "boom"}], {"win_rate": SCRIPTED, "win_rate_heldout": ["Lancer", "Ghost"]})
     assert agg["win_rate_heldout"]["Ghost"] == {"median": 0.25, "worst": 0.0, "n": 2, "failed": 1}
     assert agg["heldout_mean"] == {"median": 0.35, "worst": 0.0, "n": 2, "failed": 1}
