@@ -7,15 +7,32 @@ That was a tenth of a PPO minibatch step. :func:`adam_step` reads the same state
 optimizer owns (its moments, step counts, learning rate, betas and eps), so checkpoints,
 ``load_state_dict`` and the learning-rate schedule are untouched, and the update is the
 kernel ``Adam.step()`` would run, bit for bit (``tests/agents/test_adam.py``).
+
+``torch._fused_adam_`` is private: a torch release may rename it or change its arguments. So
+the kernel is chosen once, at import. A probe runs the direct call next to a public fused
+``Adam.step()`` on two tiny tensors; unless it runs and matches bit for bit, :func:`adam_step`
+is the optimizer's own ``step()`` (the public ``Adam(fused=True)``: the same update, only
+slower). ``ARENA_ADAM_KERNEL=public`` forces that fallback (the lowest-versions CI run uses it,
+so both paths are tested); ``=fused_private`` refuses to import without the direct call.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import weakref
+from collections.abc import Callable
+from typing import Any, Literal
 
 import torch
 
-__all__ = ["adam_step"]
+__all__ = ["ADAM_KERNEL", "KERNEL_ENV", "PRIVATE_KERNEL_FAILURE", "AdamKernel", "adam_step"]
+
+AdamKernel = Literal["fused_private", "public"]
+"""``fused_private``: ``torch._fused_adam_`` called directly; ``public``: ``optimizer.step()``."""
+
+KERNEL_ENV = "ARENA_ADAM_KERNEL"
+"""Read at import: unset or ``auto`` (the probe decides), ``public`` or ``fused_private``."""
 
 _COUNTS: weakref.WeakKeyDictionary[torch.optim.Optimizer, tuple[torch.Tensor, list[torch.Tensor]]] = (
     weakref.WeakKeyDictionary()
@@ -23,7 +40,7 @@ _COUNTS: weakref.WeakKeyDictionary[torch.optim.Optimizer, tuple[torch.Tensor, li
 """Per optimizer: the one tensor its parameters' step counts are views of, and those views."""
 
 
-def adam_step(optimizer: torch.optim.Adam) -> None:
+def _private_step(optimizer: torch.optim.Adam) -> None:
     """``optimizer.step()`` for a fused Adam of one parameter group on the CPU, by its kernel directly.
 
     Falls back to ``optimizer.step()`` where the kernel call would not be the same update: the
@@ -42,18 +59,42 @@ def adam_step(optimizer: torch.optim.Adam) -> None:
         optimizer.step()
         return
     steps = [s["step"] for s in states]  # type: ignore[index]
-    beta1, beta2 = group["betas"]
     shared = _shared_counts(optimizer, steps)
     if shared is None:
         torch._foreach_add_(steps, 1)
     else:
         counts, steps = shared
         counts.add_(1)
-    torch._fused_adam_(
+    _fused_adam(
         params,
         [p.grad for p in params],
         [s["exp_avg"] for s in states],  # type: ignore[index]
         [s["exp_avg_sq"] for s in states],  # type: ignore[index]
+        steps,
+        group,
+    )
+
+
+def _public_step(optimizer: torch.optim.Adam) -> None:
+    """``optimizer.step()``: for the fused Adam the learners make, the kernel :func:`_private_step` calls."""
+    optimizer.step()
+
+
+def _fused_adam(
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    exp_avgs: list[torch.Tensor],
+    exp_avg_sqs: list[torch.Tensor],
+    steps: list[torch.Tensor],
+    group: dict[str, Any],
+) -> None:
+    """The private kernel with a group's options: the one call both the step and the probe make."""
+    beta1, beta2 = group["betas"]
+    torch._fused_adam_(
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
         [],
         steps,
         lr=group["lr"],
@@ -89,3 +130,55 @@ def _shared_counts(optimizer: torch.optim.Adam, steps: list[torch.Tensor]) -> tu
         state["step"] = view
     _COUNTS[optimizer] = (counts, views)
     return counts, views
+
+
+def _probe() -> str | None:
+    """Why the direct kernel call is not ``Adam.step()``'s update with this torch, or None where it is.
+
+    Two steps of a public fused Adam on two weights (decay, betas and eps not the defaults), the
+    second also taken by :func:`_fused_adam` on copies of the state: the call must run and agree
+    bit for bit in the weights and both moments.
+    """
+    try:
+        weight = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+        optimizer = torch.optim.Adam([weight], lr=1e-2, betas=(0.8, 0.9), eps=1e-5, weight_decay=0.1, fused=True)
+        weight.grad = torch.tensor([0.5, -0.25])
+        optimizer.step()  # creates the state the direct call reads
+        weight.grad = torch.tensor([-0.75, 0.125])
+        state = optimizer.state[weight]
+        ours = [weight.detach().clone(), state["exp_avg"].clone(), state["exp_avg_sq"].clone()]
+        step = state["step"].clone() + 1
+        _fused_adam([ours[0]], [weight.grad.clone()], [ours[1]], [ours[2]], [step], optimizer.param_groups[0])
+        optimizer.step()
+        theirs = [weight.detach(), state["exp_avg"], state["exp_avg_sq"]]
+    except Exception as error:  # any failure means: use the public step
+        return f"{type(error).__name__}: {error}"
+    if not all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True)):
+        return "its update differs from Adam.step()'s"
+    return None
+
+
+def _choose(request: str, failure: str | None) -> AdamKernel:
+    """The kernel for ``ARENA_ADAM_KERNEL=request`` when the probe reported ``failure``."""
+    if request in ("", "auto"):
+        return "fused_private" if failure is None else "public"
+    if request == "public":
+        return "public"
+    if request == "fused_private":
+        if failure is not None:
+            raise RuntimeError(f"{KERNEL_ENV}=fused_private, but torch {torch.__version__}'s fused Adam kernel: {failure}")
+        return "fused_private"
+    raise ValueError(f"{KERNEL_ENV}={request!r}: expected auto, public or fused_private")
+
+
+PRIVATE_KERNEL_FAILURE: str | None = _probe()
+"""Why ``torch._fused_adam_`` cannot stand in for ``Adam.step()`` here, or None where it can."""
+
+ADAM_KERNEL: AdamKernel = _choose(os.environ.get(KERNEL_ENV, "").strip(), PRIVATE_KERNEL_FAILURE)
+"""The kernel :func:`adam_step` runs, chosen once at import."""
+
+adam_step: Callable[[torch.optim.Adam], None] = _private_step if ADAM_KERNEL == "fused_private" else _public_step
+"""``optimizer.step()``'s update for the learners' fused Adam, by the kernel :data:`ADAM_KERNEL` names."""
+
+if PRIVATE_KERNEL_FAILURE is not None:
+    logging.getLogger(__name__).info("Adam: Adam.step() (torch._fused_adam_ unusable: %s)", PRIVATE_KERNEL_FAILURE)

@@ -41,6 +41,5 @@ def pinned() -> dict[str, Version]:
 
 
 def test_every_lower_bound_is_pinned_for_the_lowest_versions_run() -> None:
-    bounds = lower_bounds()
-    assert bounds.pop("torch") == Version("2.10")  # set by CVEs; the run uses the 2.13.0 CPU wheel (see the file's header)
-    assert pinned() == bounds
+    """torch too: its bound is the release the run installs, not an older one nothing tests."""
+    assert pinned() == lower_bounds()
