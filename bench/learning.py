@@ -532,6 +532,20 @@ def sb3_tracker(shapes: Sequence[str], minutes: float, seeds: Sequence[int], rou
     return found
 
 
+def header(probe_flags: Sequence[str], source: Source, found_versions: dict[str, Any]) -> dict[str, Any]:
+    """The JSON's provenance: what kind of run it was, the code measured (commit, dirty, exported), the versions
+    the runs imported, the command line, and what each opponent was used for."""
+    return {
+        "bench": "learning",
+        "kind": "probe" if probe_flags else "evaluation",
+        "probe_flags": list(probe_flags),
+        "source": source.record,
+        "versions": found_versions,
+        "command_line": command_line(),
+        "opponent_roles": OPPONENT_ROLES,
+    }
+
+
 def seed_minutes(case: str, minutes: float | None, proxy: bool) -> float:
     """Rough wall-clock minutes of one seed: training, its start and end, the evaluation."""
     return (minutes if minutes is not None else CASES[case]["minutes"]) + 0.5 + EVAL_MINUTES["proxy" if proxy else "full"]
@@ -739,12 +753,7 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "bench": "learning",
-                "kind": "probe" if probe_flags else "evaluation",
-                "source": SOURCE.record,
-                "versions": found_versions,
-                "command_line": command_line(),
-                "opponent_roles": OPPONENT_ROLES,
+                **header(probe_flags, SOURCE, found_versions),
                 "settings": {
                     "proxy": args.proxy,
                     "cases": cases,

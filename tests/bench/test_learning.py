@@ -79,3 +79,17 @@ def test_the_held_out_panel_is_aggregated_on_its_own_and_a_crash_counts_zero_the
     assert agg["win_rate_heldout"]["Ghost"] == {"median": 0.25, "worst": 0.0, "n": 2, "failed": 1}
     assert agg["heldout_mean"] == {"median": 0.35, "worst": 0.0, "n": 2, "failed": 1}
     assert "royale_mean" not in agg  # the tuning bots were not played: no figure for them
+
+
+def test_the_json_says_what_ran_where_from_and_with_what(tmp_path) -> None:
+    """The header of the bench's JSON: commit, dirty flag, versions, command line, opponents' roles; a probe says so."""
+    from bench.learning import OPPONENT_ROLES, header
+    from bench.provenance import Source
+
+    source = Source(tmp_path, {"commit": "a" * 40, "dirty": True, "exported": False, "diff_sha256": "b" * 64})
+    found = {"python": "3.11.7", "torch": "2.13.0", "numpy": "2.4.6", "numba": "0.68.1"}
+    evaluation, probe = header([], source, found), header(["--extra=--matches 64"], source, found)
+    assert evaluation["source"]["commit"] == "a" * 40 and evaluation["source"]["dirty"] is True
+    assert {"python", "torch", "numpy", "numba"} <= set(evaluation["versions"]) and evaluation["command_line"]
+    assert evaluation["kind"] == "evaluation" and probe["kind"] == "probe" and probe["probe_flags"] == ["--extra=--matches 64"]
+    assert evaluation["opponent_roles"] == OPPONENT_ROLES and OPPONENT_ROLES["sitting"] == "training and selection"
