@@ -120,9 +120,9 @@ def make_opponent(kind: str, n: int, seed: int, engine: EngineName = "numpy") ->
     Raises:
         FileNotFoundError, ValueError: ``kind`` names no scripted bot and no loadable policy.
     """
-    from ..games.tank.scripted import SCRIPTED
+    from ..games.tank.scripted import EXTRA_SCRIPTED, SCRIPTED
 
-    if kind in SCRIPTED:
+    if kind in SCRIPTED or kind in EXTRA_SCRIPTED:
         return ScriptedController(kind, n, seed, engine)
     from pathlib import Path
 

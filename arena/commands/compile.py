@@ -47,11 +47,12 @@ def compile_kernels(ppo: bool, tank: bool) -> tuple[str, bool] | None:
         dispatchers += ppo_kernels.dispatchers()
         parts.append("PPO's step kernels")
     if tank:
-        from ..games.tank import compiled, kernels, scripted_kernels
+        from ..games.tank import compiled, drawn_kernel, kernels, scripted_kernels
 
         compiled.compile_all()
         dispatchers += [getattr(kernels, name) for name in compiled.KERNELS]
         dispatchers += [getattr(scripted_kernels, name) for name in compiled.SCRIPTED_KERNELS]
+        dispatchers.append(drawn_kernel.drawn_act)
         parts.append("the tank engine and the scripted bots")
     if not parts:
         return None

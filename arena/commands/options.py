@@ -14,7 +14,8 @@ from ..defaults import TANK_SEGMENT_STEPS
 from ..outputs.run_log import MetricsLog
 
 GAMES = ("tank", "reach")
-SCRIPTED_NAMES = ("sitting", "spinner", "walker", "tracker")
+SCRIPTED_NAMES = ("sitting", "spinner", "walker", "tracker", "drawn")
+"""Every scripted bot a command takes by name: the ladder, then ``drawn`` (new parts every round, not in the ladder)."""
 LEAGUE = "league"
 """``--opponent league`` (the default): train against the league (arena.league)."""
 

@@ -194,5 +194,7 @@ def _league(flags: argparse.Namespace, opponents: list[str], layout: Layout) -> 
         for file in files:
             check_policy_file(file)
         return None
+    if "drawn" in opponents:  # a fixed opponent beside the league would be ignored, as the ladder's names are
+        raise ValueError("--opponent drawn beside the league: add it to the league with --league-option drawn=true")
     directory = flags.out / "league"
     return league_spec(files, flags.league_option, directory, flags.resume, exclusive=(layout.workers or layout.bots) == 1)

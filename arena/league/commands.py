@@ -251,7 +251,7 @@ def league_command(args: argparse.Namespace) -> int:
 def rate_command(args: argparse.Namespace, royale: bool) -> int:
     """``arena match --rate``: a round-robin of the --bot list, rated by a Bradley-Terry fit on the Elo scale."""
     from ..bots.policies import load_policy
-    from ..games.tank.scripted import SCRIPTED
+    from ..games.tank.scripted import EXTRA_SCRIPTED, SCRIPTED
 
     if royale or args.record is not None:
         raise ValueError("--rate plays the built-in arena's bots and policy files, without --record or royale:PATH")
@@ -259,7 +259,9 @@ def rate_command(args: argparse.Namespace, royale: bool) -> int:
     for spec in args.bot:
         name = unique_name(spec, list(players))
         players[name] = (
-            scripted_player(spec) if spec in SCRIPTED else policy_player(name, load_policy(Path(spec)), not args.deterministic)
+            scripted_player(spec)
+            if spec in SCRIPTED or spec in EXTRA_SCRIPTED
+            else policy_player(name, load_policy(Path(spec)), not args.deterministic)
         )
     report = rate_bots(players, args.rounds, args.seed, TankRules(max_ticks=args.ticks_per_round))
     if args.json:

@@ -4,7 +4,8 @@ A policy trained against one fixed opponent learns to beat that opponent: 10 min
 ``tracker`` won 100% against it and 2-4% against ``sitting`` (docs/arena.md). A league keeps
 every kind of opponent in play and spends the rounds where the learner is weakest:
 
-* **members**: the scripted ladder, fixed policies from files, frozen snapshots of the
+* **members**: the scripted ladder (plus ``drawn``, a bot with parts drawn anew every round, when
+  ``drawn`` is on), fixed policies from files, frozen snapshots of the
   learner (one every ``snapshot_every`` updates, at most ``max_snapshots``), and ``self``:
   the learner's live policy (self-play, always the newest weights).
 * **the draw** (at each round start, per match): with probability ``self_share`` the learner
@@ -39,10 +40,12 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["SELF", "SNAPSHOT_PREFIX", "League", "LeagueConfig", "Member", "MemberKind", "snapshot_name"]
+__all__ = ["DRAWN", "SELF", "SNAPSHOT_PREFIX", "League", "LeagueConfig", "Member", "MemberKind", "snapshot_name"]
 
 SELF = "self"
 """The member that is the learner's own live policy (self-play)."""
+DRAWN = "drawn"
+"""The scripted member built from parts drawn anew every round (``arena.games.tank.drawn``), with ``drawn=true``."""
 
 MemberKind = Literal["scripted", "file", "snapshot", "self"]
 
@@ -100,6 +103,10 @@ class LeagueConfig:
     ML-Agents' self-play trainer runs (the learner meets only its own past and present; with
     ``self_share=0.5``, ``max_snapshots=10`` and ``exponent=0``, its defaults ``play_against_latest_model_ratio``,
     ``window`` and a uniform draw): the baseline ``bench/learning.py --case selfplay`` measures."""
+    drawn: bool = False
+    """Whether ``drawn`` joins the league: one scripted member whose every match draws a new movement, targeting
+    and fire-power rule at each round start (``arena.games.tank.drawn``), so its win rate is the learner's against
+    that population. Independent of ``scripted``. Off until a learning evaluation says otherwise."""
 
     def __post_init__(self) -> None:
         for name in ("snapshot_every", "win_rate_memory"):
@@ -118,7 +125,7 @@ class LeagueConfig:
                 raise ValueError(f"league {name} must be a number in [0, 1], got {value!r}")
         if self.self_share >= 1.0:
             raise ValueError("league self_share must be below 1: the learner must meet other opponents")
-        for name in ("snapshots_as_one", "scripted"):
+        for name in ("snapshots_as_one", "scripted", "drawn"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"league {name} must be true or false, got {getattr(self, name)!r}")
         if not (isinstance(self.exponent, (int, float)) and math.isfinite(self.exponent) and 0.0 <= self.exponent <= 10.0):
@@ -175,13 +182,15 @@ class League:
 
     @classmethod
     def start(cls, config: LeagueConfig, scripted: Iterable[str], files: Mapping[str, str] = {}) -> League:
-        """A fresh league: the scripted bots (unless ``config.scripted`` is off), the file policies (name → path)
-        and ``self`` if self-play is on.
+        """A fresh league: the scripted bots (unless ``config.scripted`` is off), ``drawn`` if ``config.drawn``,
+        the file policies (name → path) and ``self`` if self-play is on.
 
         With no opponent besides ``self`` the learner plays only itself until its first snapshot, which
         needs both self-play and snapshots on.
         """
         members = [Member(name, "scripted", name) for name in scripted] if config.scripted else []
+        if config.drawn and all(m.name != DRAWN for m in members):
+            members.append(Member(DRAWN, "scripted", DRAWN))
         members += [Member(name, "file", path) for name, path in files.items()]
         if config.self_share > 0:
             members.append(Member(SELF, "self"))
@@ -316,6 +325,12 @@ class League:
             league.members.append(Member(SELF, "self"))
         elif league.config.self_share == 0 and has_self:
             league.members = [m for m in members if m.kind != "self"]
+        has_drawn = any(m.name == DRAWN for m in league.members)
+        if league.config.drawn and not has_drawn:  # turned on at resume: after the other scripted members
+            scripted = [i for i, m in enumerate(league.members) if m.kind == "scripted"]
+            league.members.insert(scripted[-1] + 1 if scripted else 0, Member(DRAWN, "scripted", DRAWN))
+        elif not league.config.drawn and has_drawn:
+            league.members = [m for m in league.members if m.name != DRAWN]
         while len(league.snapshots()) > league.config.max_snapshots:  # a smaller cap given on resume
             league._evict()
         if not league.opponents():

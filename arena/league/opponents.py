@@ -55,6 +55,8 @@ class LeagueSpec:
         """One line for the start-up message."""
         c = self.config
         parts = [", ".join(self.scripted) if c.scripted else "no scripted bots", *(name for name, _ in self.files)]
+        if c.drawn:
+            parts.insert(1, "drawn (new parts every round)")
         if c.max_snapshots:
             parts.append(f"up to {c.max_snapshots} snapshots, one every {c.snapshot_every} updates")
         if c.self_share:

@@ -211,23 +211,24 @@ def compile_all() -> float:
     Returns the seconds it took: 10-20 s the first time on a machine, well under a second from the cache.
     """
     from .engine import TankBattle
-    from .scripted import SCRIPTED, make_scripted
+    from .scripted import EXTRA_SCRIPTED, SCRIPTED, make_scripted
 
     t0 = time.perf_counter()
     battle = TankBattle(1, 2, engine="numba")
     battle.step(np.zeros((1, 2, 5)))
     obs = battle.observe()
-    for name in SCRIPTED:
+    for name in (*SCRIPTED, *EXTRA_SCRIPTED):
         make_scripted(name, 1, engine="numba").act(obs[:, 1])
     return time.perf_counter() - t0
 
 
 def kernel_stats() -> dict[str, Any]:
     """numba's compile statistics of each kernel (``cache_hits`` / ``cache_misses`` by signature), for the tests."""
-    from . import scripted_kernels
+    from . import drawn_kernel, scripted_kernels
 
     stats = {name: getattr(kernels, name).stats for name in KERNELS}
-    return stats | {name: getattr(scripted_kernels, name).stats for name in SCRIPTED_KERNELS}
+    stats |= {name: getattr(scripted_kernels, name).stats for name in SCRIPTED_KERNELS}
+    return stats | {"drawn_act": drawn_kernel.drawn_act.stats}
 
 
 def libm_matches_numpy(n: int = 20_000, seed: int = 0) -> bool:

@@ -29,6 +29,7 @@ from .observation import OBS_DIM
 from .rules import DEFAULT_RULES, TankRules, next_velocity
 
 __all__ = [
+    "EXTRA_SCRIPTED",
     "SCRIPTED",
     "ScriptedBot",
     "Sitting",
@@ -369,16 +370,24 @@ class Tracker(ScriptedBot):
 
 
 SCRIPTED: dict[str, type[ScriptedBot]] = {cls.name: cls for cls in (Sitting, Spinner, Walker, Tracker)}
+EXTRA_SCRIPTED: tuple[str, ...] = ("drawn",)
+"""Scripted bots :func:`make_scripted` also builds that are not in the ladder ``SCRIPTED`` (which the league, the
+evaluations and the selection play by default): ``drawn`` (:mod:`arena.games.tank.drawn`), new parts every round."""
 
 
 def make_scripted(
     name: str, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES, engine: EngineName = "numpy"
 ) -> ScriptedBot:
     """A scripted bot by name, driving ``n`` tanks (``engine="numba"``: compiled). ValueError lists the valid names."""
+    if name in EXTRA_SCRIPTED:  # its module builds on this one, so imported here
+        from .drawn import Drawn
+
+        return Drawn(n, seed, rules, engine)
     try:
         cls = SCRIPTED[name]
     except KeyError:
-        raise ValueError(f"unknown scripted bot {name!r}; valid names: {', '.join(sorted(SCRIPTED))}") from None
+        names = ", ".join([*sorted(SCRIPTED), *EXTRA_SCRIPTED])
+        raise ValueError(f"unknown scripted bot {name!r}; valid names: {names}") from None
     return cls(n, seed, rules, engine)
 
 

@@ -37,6 +37,12 @@ def test_the_bots_specs_come_from_the_plan(tmp_path):
     assert made.server.agent_options["rollout_steps"] == 2 * 8 * 64
 
 
+def test_drawn_is_a_fixed_opponent_or_a_league_member(tmp_path):
+    assert plan("--opponent", "drawn", "--out", str(tmp_path)).bot_spec("ws://x").opponents == ("drawn",)
+    made = plan("--league-option", "drawn=true", "--out", str(tmp_path))
+    assert made.league is not None and made.league.config.drawn and "drawn" in made.describe()
+
+
 def test_the_leagues_tank_royale_share_is_a_bot_of_its_own(tmp_path):
     made = plan("--opponent", "league", "--opponent", f"royale:{ROYALE_BOT}", "--royale-matches", "3", "--out", str(tmp_path))
     assert made.opponents == ("league",) and made.royale_share == (f"royale:{ROYALE_BOT}",)
@@ -55,6 +61,7 @@ def test_the_leagues_tank_royale_share_is_a_bot_of_its_own(tmp_path):
         (["--opponent", "royale:/nonexistent/Bot"], "--opponent royale:/nonexistent/Bot"),
         (["--opponent", "sitting", "--league-option", "self_share=0.5"], "--league-option applies to the league"),
         (["--workers", "1", "--bots", "1"], "do not go together"),
+        (["--opponent", "league", "--opponent", "drawn"], "--league-option drawn=true"),
     ],
 )
 def test_a_combination_the_run_cannot_use_is_one_line_before_anything_starts(argv, message, tmp_path):

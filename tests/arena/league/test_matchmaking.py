@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from arena.league import SELF, League, LeagueConfig, snapshot_name
+from arena.league.matchmaking import DRAWN
 
 SCRIPTED = ("sitting", "spinner", "walker", "tracker")
 
@@ -137,6 +138,21 @@ def test_self_play_alone_is_ml_agents_scheme_and_needs_snapshots():
     assert LeagueConfig.from_options({"scripted": "false"}).scripted is False
 
 
+def test_drawn_joins_only_when_asked_and_follows_the_config_on_resume():
+    """``drawn=true``: one more scripted member (its parts drawn per round by the bot), weighed as any other."""
+    assert [m.name for m in league().members] == list(SCRIPTED)
+    lg = league(drawn=True)
+    assert [(m.name, m.kind, m.source) for m in lg.members][-1] == (DRAWN, "scripted", DRAWN)
+    assert lg.probabilities()[DRAWN] == pytest.approx(1 / 5)  # five members at the same start win rate
+    assert [m.name for m in league(drawn=True, scripted=False).members] == [DRAWN]
+    assert LeagueConfig.from_options({"drawn": "true"}).drawn is True
+    lg.record("tracker", 1.0)
+    resumed = League.from_state(league().state_dict(), LeagueConfig(drawn=True, self_share=0.1))
+    assert [m.name for m in resumed.members] == [*SCRIPTED, DRAWN, SELF]
+    dropped = League.from_state(lg.state_dict(), LeagueConfig())
+    assert [m.name for m in dropped.members] == list(SCRIPTED) and dropped.member("tracker").rounds == 1
+
+
 def test_state_round_trip_and_a_new_config_on_resume():
     lg = league(snapshot_every=10, max_snapshots=3)
     for version in (10, 20, 30):
@@ -165,6 +181,7 @@ def test_state_round_trip_and_a_new_config_on_resume():
         {"snapshot_every": "many"},
         {"snapshots_as_one": "maybe"},
         {"scripted": "maybe"},
+        {"drawn": "2"},
         {"no_such_option": "1"},
     ],
 )

@@ -126,3 +126,14 @@ def test_resume_keeps_the_saved_files_and_adds_new_ones(tmp_path):
     obs = TankBattle(4, 2, TankRules(), seed=0).observe()[:, 1]
     np.testing.assert_array_equal(resumed._policies["first"].mean(obs), learner_policy(3, seed=3).mean(obs))
     assert {"first", "second"} <= set(resumed.league.probabilities())
+
+
+def test_drawn_is_seated_as_a_scripted_member_when_the_league_asks():
+    """``drawn=true``: the league seats the ``drawn`` bot (compiled) on its matches, and records their rounds."""
+    spec = LeagueSpec(LeagueConfig(drawn=True, scripted=False))
+    assert "drawn" in spec.describe()
+    opponents = spec.build(n_matches=6, seed=0, engine="numba")
+    assert opponents.names == ["drawn"] * 6
+    assert isinstance(opponents.seat.controllers["drawn"], ScriptedController)
+    play(opponents, ticks=70)
+    assert opponents.league.member("drawn").rounds >= 6

@@ -1,0 +1,209 @@
+"""The ``drawn`` scripted bot (arena/games/tank/drawn.py, drawn_kernel.py): its draws, its families' behaviour,
+its two engines, and its name on the command line."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+import numpy as np
+import pytest
+
+from arena.games.tank import ACT_DIM, SCRIPTED, TankBattle, TankRules, make_scripted
+from arena.games.tank.drawn import DEFAULT_RANGES, MOVEMENTS, POWER_RULES, TARGETINGS, Drawn, DrawnRanges
+from arena.games.tank.drawn_kernel import PARAMS, STATE
+from arena.games.tank.scripted import EXTRA_SCRIPTED
+
+
+def only(**kwargs: object) -> DrawnRanges:
+    """Ranges with some families or ranges pinned (a range given as one number is pinned to it)."""
+    pinned = {k: (v, v) if isinstance(v, float) else v for k, v in kwargs.items()}
+    return DrawnRanges(**pinned)  # type: ignore[arg-type]
+
+
+def play(
+    bots: tuple[Drawn, object], ticks: int, n: int, seed: int = 3, reset: bool = True
+) -> tuple[np.ndarray, np.ndarray, TankBattle]:
+    """Tank 0 by ``bots[0]``, tank 1 by ``bots[1]`` for ``ticks`` ticks: (actions, tank 0's damage dealt, battle)."""
+    battle = TankBattle(n, 2, TankRules(max_ticks=5000), seed=seed)
+    actions = np.zeros((ticks, n, 2, ACT_DIM), np.float32)
+    dealt = np.zeros((ticks, n))
+    for tick in range(ticks):
+        obs = battle.observe()
+        for i, bot in enumerate(bots):
+            actions[tick, :, i] = bot.act(obs[:, i])  # type: ignore[attr-defined]
+        info = battle.step(actions[tick])
+        dealt[tick] = info.damage_dealt[:, 0]
+        if reset and info.round_over.any():
+            battle.reset(info.round_over)
+            for bot in bots:
+                bot.reset(info.round_over)  # type: ignore[attr-defined]
+    return actions, dealt, battle
+
+
+def test_make_scripted_builds_it_outside_the_ladder() -> None:
+    from arena.commands.options import SCRIPTED_NAMES
+
+    bot = make_scripted("drawn", 3, seed=1)
+    assert isinstance(bot, Drawn) and bot.name == "drawn" and "drawn" not in SCRIPTED and EXTRA_SCRIPTED == ("drawn",)
+    assert (*SCRIPTED, *EXTRA_SCRIPTED) == SCRIPTED_NAMES  # the names the commands take
+    out = bot.act(TankBattle(3, 2, seed=0).observe()[:, 0])
+    assert out.shape == (3, ACT_DIM) and out.dtype == np.float32 and (np.abs(out) <= 1).all()
+    with pytest.raises(ValueError, match="drawn"):
+        make_scripted("nope", 1)
+
+
+def test_the_draws_cover_every_family_within_the_documented_ranges() -> None:
+    n = 4000
+    bot = Drawn(n, seed=0)
+    prm = {name: bot.params[:, k] for k, name in enumerate(PARAMS)}
+    for key, names in (("move", MOVEMENTS), ("target", TARGETINGS), ("power_rule", POWER_RULES)):
+        counts = np.bincount(prm[key].astype(int), minlength=len(names))
+        assert len(counts) == len(names) and (counts > 0.5 * n / len(names)).all(), (key, counts)
+    r = DEFAULT_RANGES
+    for f in fields(r):
+        if isinstance(getattr(r, f.name), tuple) and f.name in prm and f.name not in ("switch",):
+            low, high = getattr(r, f.name)
+            assert (prm[f.name] >= low).all() and (prm[f.name] <= high).all(), f.name
+            assert prm[f.name].max() - prm[f.name].min() > 0.5 * (high - low), f.name  # spread over the range
+    for name in ("period", "stop", "go", "switch"):
+        assert (prm[name] == np.floor(prm[name])).all(), name
+    stays = prm["switch"] == 0
+    assert abs(stays.mean() - r.stay) < 0.05
+    assert (prm["switch"][~stays] >= r.switch[0]).all() and (prm["switch"][~stays] <= r.switch[1]).all()
+    assert set(np.unique(prm["direction"])) == {-1.0, 1.0} and set(np.unique(prm["corner"])) == {0.0, 1.0, 2.0, 3.0}
+    st = {name: bot.state[:, k] for k, name in enumerate(STATE)}
+    assert (np.abs(st["offset"]) <= prm["spread"]).all()
+    assert (prm["power_min"] <= prm["power_max"]).all()
+
+
+def test_the_ranges_are_validated() -> None:
+    assert DrawnRanges(speed=(5.0, 5.0)).speed == (5.0, 5.0)  # a pinned parameter is a range too
+    for bad in (
+        {"speed": (6.0, 2.0)},
+        {"speed": (0.0, 2.0)},
+        {"flip": (0.0, 1.5)},
+        {"lead": (0.6, float("nan"))},
+        {"period": (0.5, 10.0)},
+        {"movements": ("still", "flying")},
+        {"targetings": ()},
+        {"power_rules": ("fixed", "fixed")},
+        {"power_min": (0.1, 2.0), "power_max": (1.5, 3.0)},
+        {"stay": 1.5},
+    ):
+        with pytest.raises(ValueError, match="DrawnRanges"):
+            DrawnRanges(**bad)  # type: ignore[arg-type]
+
+
+def test_a_seed_makes_the_same_bot_and_reset_redraws_only_the_masked_rows() -> None:
+    first, _, _ = play((Drawn(12, seed=4), make_scripted("spinner", 12, seed=9)), ticks=120, n=12)
+    again, _, _ = play((Drawn(12, seed=4), make_scripted("spinner", 12, seed=9)), ticks=120, n=12)
+    other, _, _ = play((Drawn(12, seed=5), make_scripted("spinner", 12, seed=9)), ticks=120, n=12)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first[:, :, 0], other[:, :, 0])
+    bot = Drawn(10, seed=1)
+    bot.state[:] = 7.0
+    params = bot.params.copy()
+    mask = np.zeros(10, bool)
+    mask[[2, 5]] = True
+    bot.reset(mask)
+    np.testing.assert_array_equal(bot.params[~mask], params[~mask])
+    assert (bot.state[~mask] == 7.0).all() and not (bot.state[mask] == 7.0).all()
+    assert (bot.params[mask] != params[mask]).any(axis=1).all()
+
+
+def test_a_still_tank_never_moves() -> None:
+    still = Drawn(8, seed=2, ranges=only(movements=("still",)))
+    battle = TankBattle(8, 2, TankRules(max_ticks=5000), seed=5)
+    x0, y0, h0 = battle.x[:, 0].copy(), battle.y[:, 0].copy(), battle.heading[:, 0].copy()
+    spinner = make_scripted("spinner", 8, seed=1)
+    for _ in range(200):
+        obs = battle.observe()
+        a = np.stack([still.act(obs[:, 0]), spinner.act(obs[:, 1])], axis=1)
+        assert (a[:, 0, :2] == 0).all()
+        battle.step(a)
+    np.testing.assert_array_equal(battle.x[:, 0], x0)
+    np.testing.assert_array_equal(battle.y[:, 0], y0)
+    np.testing.assert_array_equal(battle.heading[:, 0], h0)
+
+
+def test_a_ramming_tank_closes_the_distance() -> None:
+    n = 8
+    rammer = Drawn(n, seed=3, ranges=only(movements=("ramming",), targetings=("none",)))
+    _, _, battle = play((rammer, make_scripted("sitting", n)), ticks=250, n=n, reset=False)
+    distance = np.hypot(battle.x[:, 0] - battle.x[:, 1], battle.y[:, 0] - battle.y[:, 1])
+    assert (distance < 2 * battle.rules.tank_radius + 10.0).all(), distance
+
+
+def test_no_targeting_never_fires() -> None:
+    n = 8
+    quiet = Drawn(n, seed=6, ranges=only(targetings=("none",)))
+    actions, _, _ = play((quiet, make_scripted("spinner", n, seed=2)), ticks=200, n=n)
+    assert (actions[:, :, 0, 3] < 0).all()
+    loud = Drawn(n, seed=6, ranges=only(targetings=("head_on",)))
+    actions, _, _ = play((loud, make_scripted("spinner", n, seed=2)), ticks=200, n=n)
+    assert (actions[:, :, 0, 3] > 0).any()
+
+
+def test_circular_targeting_hits_a_circling_tank_more_than_head_on() -> None:
+    """A still shooter with one targeting family against a tank circling at speed 8 (radius ~115)."""
+    n = 32
+    hits = {}
+    for targeting in ("head_on", "circular"):
+        shooter = Drawn(
+            n,
+            seed=1,
+            engine="numba",
+            ranges=only(movements=("still",), targetings=(targeting,), power_rules=("fixed",), power=1.0, lead=1.0),
+        )
+        target = Drawn(
+            n, seed=2, engine="numba", ranges=only(movements=("circling",), targetings=("none",), speed=8.0, turn=1.0)
+        )
+        _, dealt, _ = play((shooter, target), ticks=300, n=n, seed=4, reset=False)
+        hits[targeting] = int((dealt > 0).sum())
+    assert hits["circular"] > 2 * hits["head_on"] > 0, hits
+
+
+def test_the_compiled_kernel_and_its_python_function_act_alike_on_changing_rows() -> None:
+    """Both engines run one function (``drawn_act`` and its ``py_func``): bit-equal, seated on changing rows as a league
+    seats a bot, rounds restarting in between. The angles are ``math.atan2`` in both, the C library's."""
+    n = 40
+    battle = TankBattle(n, 2, seed=9)
+    rng = np.random.default_rng(3)
+    python, compiled = Drawn(n, seed=7, engine="numpy"), Drawn(n, seed=7, engine="numba")
+    fired = False
+    for _ in range(200):
+        obs = battle.observe()[:, 1]
+        rows = np.flatnonzero(rng.random(n) < 0.4)
+        expected = python.act(obs[rows], rows=rows)
+        got = compiled.act(obs[rows], rows=rows)
+        assert got.tobytes() == expected.tobytes()
+        assert compiled.state.tobytes() == python.state.tobytes()
+        fired = fired or bool((got[:, 3] > 0).any())
+        info = battle.step(rng.uniform(-1, 1, (n, 2, ACT_DIM)).astype(np.float32))
+        if info.round_over.any():
+            battle.reset(info.round_over)
+            python.reset(info.round_over)
+            compiled.reset(info.round_over)
+    assert fired
+    with pytest.raises(ValueError, match="rows must name"):
+        compiled.act(np.zeros((2, obs.shape[1]), np.float32), rows=np.array([0, n]))
+    with pytest.raises(ValueError, match="shape"):
+        compiled.act(np.zeros((n + 1, obs.shape[1]), np.float32))
+
+
+def test_arena_match_plays_it_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    from arena.cli import main
+
+    assert main(["match", "--bot", "drawn", "--bot", "sitting", "--rounds", "4", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rounds"] == 4
+    assert [b["name"] for b in report["bots"]] == ["drawn", "sitting"]
+
+
+def test_it_is_a_fixed_opponent_by_name() -> None:
+    """``arena train --opponent drawn`` and ``arena match --rate`` build their opponents through make_opponent."""
+    from arena.bots.play import ScriptedController, make_opponent
+
+    opponent = make_opponent("drawn", 3, seed=1, engine="numba")
+    assert isinstance(opponent, ScriptedController)
