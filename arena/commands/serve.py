@@ -100,6 +100,14 @@ def _serve(args: argparse.Namespace) -> int:
     writes = group is None or group.is_leader  # rank 0 alone writes --out
     # Terms-mode bots get the tank's shaping at any sizes, as they always have: the tank is serve's game.
     plan = ServerPlan.from_flags(flags, (obs_dim, act_dim), TANK_REWARD, tank, writes)
+    if flags.agent == "ppo":
+        # PPO's numba kernels now, before any bot: left to the first update, numba's import and load (or compile)
+        # would run in the trainer thread, holding the GIL the event loop needs for seconds.
+        from .compile import compile_kernels
+
+        compiled = compile_kernels(ppo=True, tank=False)
+        if compiled is not None:
+            print(f"arena serve: {compiled[0]}", flush=True)
     scalars: list[Any] = []  # the server's figures for each row, once the server exists (as in arena train)
     log = MetricsLog(
         flags.out / "metrics.jsonl" if writes else None, time.monotonic(), extra=lambda: scalars[0]() if scalars else {}

@@ -1020,6 +1020,9 @@ async def test_c7_sigterm_closes_bots_1001_writes_a_final_checkpoint_and_exits_0
     process = ServeProcess(out)
     try:
         await asyncio.to_thread(process.wait_listening)
+        # PPO's kernels were loaded (or compiled) before the server listened, not by the trainer's first update.
+        kernels = next(i for i, line in enumerate(process.lines) if "PPO's step kernels" in line)
+        assert kernels < next(i for i, line in enumerate(process.lines) if "listening on" in line), process.output
         ws, welcome = await _open_raw_bot(process.url, "c7")
         await ws.send(encode(make_batch(12, 0, welcome.weights.generation, welcome.weights.version)))
         received = "arena_transitions_received"
