@@ -60,6 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     league.add_argument("--ticks-per-round", type=_positive_int, default=2000, help="round tick cap (default: 2000)")
     league.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    league.add_argument(
+        "--panel",
+        type=Path,
+        metavar="DIR",
+        help="also play the returned policy against every Tank Royale bot directory in DIR (NAME/NAME.json), "
+        "--panel-rounds rounds each, over Tank Royale's protocol: figures against bots of your choosing, e.g. "
+        "a set kept out of every training and tuning choice",
+    )
+    league.add_argument("--panel-rounds", type=_positive_int, default=20, help="rounds against each --panel bot (default: 20)")
     league.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of tables")
     replay.add_parser(commands)
 

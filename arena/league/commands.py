@@ -27,7 +27,9 @@ __all__ = [
     "league_report",
     "league_spec",
     "load_table",
+    "panel_bots",
     "parse_options",
+    "play_panel",
     "policy_player",
     "print_league",
     "rate_bots",
@@ -202,6 +204,16 @@ def print_league(report: Mapping[str, Any]) -> None:
             table.add_row(row["name"], f"{row['mu']:.1f}", f"{row['sigma']:.2f}", f"{row['ordinal']:.1f}",
                           str(row["rounds"]), "–" if win is None else f"{win:.0%}")  # fmt: skip
         console.print(table)
+    panel = report.get("panel")
+    if panel:
+        table = Table(title=f"the returned policy against the panel {panel['directory']} ({panel['rounds']} rounds each)")
+        table.add_column("bot")
+        table.add_column("win rate", justify="right")
+        for name, rate_ in panel["win_rate"].items():
+            failed = panel["failures"].get(name)
+            table.add_row(name, f"{rate_:.0%}" + (f" (failed: {failed})" if failed else ""))
+        table.add_row("mean", f"{panel['mean']:.0%}")
+        console.print(table)
     robin = report.get("round_robin") or report
     rounds = robin["rounds_per_pair"]
     _print_ratings(console, robin, f"round-robin ratings ({rounds} rounds per pair; Bradley-Terry, on the Elo scale)")
@@ -239,13 +251,62 @@ def league_command(args: argparse.Namespace) -> int:
         if not args.json and (done == total or done % max(1, total // 10) < 2):
             print(f"\rarena league: round-robin {done}/{total} rounds", end="", file=sys.stderr, flush=True)
 
+    panel = None if args.panel is None else panel_bots(args.panel)  # a bad directory fails before any round
     report = league_report(args.run, args.rounds, args.seed, args.ticks_per_round, progress)
+    if panel is not None:
+        report["panel"] = play_panel(args.run, panel, args.panel_rounds, args.seed, args.ticks_per_round)
     if args.json:
         print(json.dumps(report))
         return 0
     print(file=sys.stderr)
     print_league(report)
     return 0
+
+
+def panel_bots(directory: Path) -> list[Path]:
+    """The Tank Royale bot directories of ``directory`` (``NAME/NAME.json``), sorted by name.
+
+    Raises:
+        FileNotFoundError: ``directory`` is not a directory, or holds no Tank Royale bot.
+    """
+    if not directory.is_dir():
+        raise FileNotFoundError(f"--panel {directory}: not a directory")
+    bots = sorted(d for d in directory.iterdir() if (d / f"{d.name}.json").is_file())
+    if not bots:
+        raise FileNotFoundError(f"--panel {directory}: no Tank Royale bot directory (NAME/NAME.json) in it")
+    return bots
+
+
+def play_panel(run: Path, bots: Sequence[Path], rounds: int, seed: int, ticks_per_round: int) -> dict[str, Any]:
+    """The policy ``run`` handed back against each bot of a panel, over Tank Royale's protocol (sampled actions, as in
+    ``arena match``): win rates per bot and their mean. A bot that fails to boot or dies counts as a match lost."""
+    from ..bots.policies import load_policy
+    from ..royale.match import RoyaleMatch, play_royale_match, royale_rules
+    from ..royale.seats import RoyaleBotSpec, RoyaleMatchError
+    from ..royale.server import RoyaleServerConfig
+
+    policy = load_policy(run)
+    rates: dict[str, float] = {}
+    failures: dict[str, str] = {}
+    for i, bot in enumerate(bots):
+        print(f"arena league: panel {i + 1}/{len(bots)}: {rounds} rounds against {bot.name}", file=sys.stderr, flush=True)
+        learner = PolicyController("returned", policy, seed=seed)
+        match = RoyaleMatch(rounds, seed, royale_rules(ticks_per_round), RoyaleServerConfig(port=0), boot_bots=True)
+        try:
+            result = play_royale_match([learner, RoyaleBotSpec.parse(f"royale:{bot}")], match)
+        except RoyaleMatchError as exc:
+            rates[bot.name], failures[bot.name] = 0.0, str(exc).splitlines()[0]
+            continue
+        rates[bot.name] = result["bots"][0]["wins"] / rounds  # type: ignore[index]
+        for failure in result.get("royale", {}).get("failures", []):  # type: ignore[union-attr]
+            failures[bot.name] = failure["error"]
+    return {
+        "directory": str(bots[0].parent),
+        "rounds": rounds,
+        "win_rate": rates,
+        "mean": round(sum(rates.values()) / len(rates), 4),
+        "failures": failures,
+    }
 
 
 def rate_command(args: argparse.Namespace, royale: bool) -> int:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import default_sigint, self_signed_certificate, timeout
+from tests.conftest import ROOT, default_sigint, self_signed_certificate, timeout
 
 
 def arena(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -74,9 +75,16 @@ def test_train_then_resume_continues_the_policy_version(tmp_path, capsys):
     from arena.cli import main  # the same command's tables, through its entry point in this process
 
     capsys.readouterr()
-    assert main(["league", str(out), "--rounds", "2", "--ticks-per-round", "100"]) == 0
+    panel = tmp_path / "panel"  # --panel: the returned policy against Tank Royale bots of the user's choosing
+    shutil.copytree(ROOT / "tests" / "data" / "royale_bots" / "Walls", panel / "Walls")
+    league = ["league", str(out), "--rounds", "2", "--ticks-per-round", "100"]
+    assert main([*league, "--panel", str(panel), "--panel-rounds", "1"]) == 0
     table = capsys.readouterr().out
     assert "round-robin ratings" in table and "ratings in training" in table
+    assert "against the panel" in table and "Walls" in table
+    (tmp_path / "empty").mkdir()
+    assert main([*league, "--panel", str(tmp_path / "empty")]) == 2
+    assert "no Tank Royale bot directory" in capsys.readouterr().err
 
 
 def test_train_reach_game(tmp_path):
