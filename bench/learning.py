@@ -138,6 +138,8 @@ FULL_SEEDS, PROXY_SEEDS = [0, 1, 2, 3, 4], [0, 1, 2]
 PROXY_MINUTES = 1.5
 EVAL_MINUTES = {"full": 3.0, "proxy": 0.8}
 """Rough minutes of evaluation per seed on a 2-core machine (5-minute runs: ~8 minutes a seed in all)."""
+HELDOUT_MINUTES = 3.0
+"""Rough minutes per seed of ``--heldout`` (12 bots x 20 rounds over Tank Royale's protocol)."""
 
 STARTED = time.monotonic()
 
@@ -546,9 +548,10 @@ def header(probe_flags: Sequence[str], source: Source, found_versions: dict[str,
     }
 
 
-def seed_minutes(case: str, minutes: float | None, proxy: bool) -> float:
+def seed_minutes(case: str, minutes: float | None, proxy: bool, heldout: bool = False) -> float:
     """Rough wall-clock minutes of one seed: training, its start and end, the evaluation."""
-    return (minutes if minutes is not None else CASES[case]["minutes"]) + 0.5 + EVAL_MINUTES["proxy" if proxy else "full"]
+    training = minutes if minutes is not None else CASES[case]["minutes"]
+    return training + 0.5 + EVAL_MINUTES["proxy" if proxy else "full"] + (HELDOUT_MINUTES if heldout else 0.0)
 
 
 def _pct(value: float | None) -> str:
@@ -656,7 +659,7 @@ def main() -> None:
         raise SystemExit(f"bench/learning.py: --heldout needs the bots of {HELDOUT_DATA} and the royale extra")
     settings = {"proxy": args.proxy, "rounds": rounds, "royale_rounds": royale_rounds, "league": not args.proxy,
                 "heldout_rounds": args.heldout_rounds}  # fmt: skip
-    total = sum(seed_minutes(c, minutes, args.proxy) for c in cases) * len(seeds) + 1.0  # + the baseline
+    total = sum(seed_minutes(c, minutes, args.proxy, bool(heldout)) for c in cases) * len(seeds) + 1.0  # + the baseline
     log(f"cases {', '.join(cases)}, seeds {' '.join(map(str, seeds))}, runs in {root}; about {total:.0f} minutes in all")
     expected: dict[str, Sequence[str]] = {
         "win_rate": SCRIPTED,
@@ -685,8 +688,8 @@ def main() -> None:
         for i, seed in enumerate(seeds):
             entries.append(run_seed(case, seed, case_minutes, extra, root, settings, royale, heldout))
             later = cases[cases.index(case) + 1 :]
-            left = seed_minutes(case, minutes, args.proxy) * (len(seeds) - i - 1) + 1.0
-            left += sum(seed_minutes(c, minutes, args.proxy) for c in later) * len(seeds)
+            left = seed_minutes(case, minutes, args.proxy, bool(heldout)) * (len(seeds) - i - 1) + 1.0
+            left += sum(seed_minutes(c, minutes, args.proxy, bool(heldout)) for c in later) * len(seeds)
             log(f"{case}, seed {seed} done; about {left:.0f} min left")
         agg = aggregate(entries, expected)
         result: dict[str, Any] = {"minutes": case_minutes, "extra": extra, "seeds": entries, "aggregate": agg}
