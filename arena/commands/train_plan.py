@@ -71,6 +71,15 @@ class TrainPlan:
     def n_bots(self) -> int:
         return self.layout.workers or self.layout.bots
 
+    @property
+    def eval_opponents(self) -> tuple[str, ...]:
+        """Whom the run's candidates and its returned policy are evaluated against: the scripted ladder, and the
+        ``drawn`` population when the league trains against it (each round a fresh draw of its parts)."""
+        from ..games.tank.scripted import SCRIPTED
+
+        drawn = self.league is not None and self.league.config.drawn
+        return (*SCRIPTED, "drawn") if drawn else tuple(SCRIPTED)
+
     @classmethod
     def from_flags(cls, flags: argparse.Namespace) -> TrainPlan:
         """The plan of ``arena train``'s parsed ``flags`` (read, never written).

@@ -112,10 +112,12 @@ def _init_worker() -> None:
         threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
-def _evaluate(path: Path, rounds: int, seed: int, ticks_per_round: int) -> dict[str, Any]:
+def _evaluate(path: Path, rounds: int, seed: int, ticks_per_round: int, opponents: Sequence[str]) -> dict[str, Any]:
     from .report import evaluate_against_scripted
 
-    return evaluate_against_scripted(path, rounds_per_opponent=rounds, seed=seed, ticks_per_round=ticks_per_round)
+    return evaluate_against_scripted(
+        path, rounds_per_opponent=rounds, seed=seed, ticks_per_round=ticks_per_round, opponents=opponents
+    )
 
 
 def _copy_checkpoint(source: Path, directory: Path) -> Path:
@@ -142,11 +144,21 @@ class CandidateEvaluator:
     lower priority, so the learner and the bots keep their cores.
     """
 
-    def __init__(self, run: Path, rounds: int, seed: int, ticks_per_round: int, every: float = EVERY) -> None:
-        if rounds < 1 or every <= 0:
-            raise ValueError(f"rounds must be >= 1 and every > 0, got {rounds} and {every}")
+    def __init__(
+        self,
+        run: Path,
+        rounds: int,
+        seed: int,
+        ticks_per_round: int,
+        every: float = EVERY,
+        opponents: Sequence[str] = ("sitting", "spinner", "walker", "tracker"),
+    ) -> None:
+        """``opponents``: the scripted bots each candidate plays ``rounds`` rounds against (the score is the mean)."""
+        if rounds < 1 or every <= 0 or not opponents:
+            raise ValueError(f"rounds must be >= 1, every > 0 and opponents given, got {rounds}, {every}, {opponents}")
         self.run = run
         self.rounds = rounds
+        self.opponents = tuple(opponents)
         self.seed = seed
         self.ticks_per_round = ticks_per_round
         self.every = every
@@ -197,7 +209,7 @@ class CandidateEvaluator:
             path = _copy_checkpoint(newest, self.run / CANDIDATES)
         except OSError:  # pruned under us, or a full disk: the next poll tries again
             return
-        future = self._executor().submit(_evaluate, path, self.rounds, self.seed, self.ticks_per_round)
+        future = self._executor().submit(_evaluate, path, self.rounds, self.seed, self.ticks_per_round, self.opponents)
         self._in_flight = (future, path, now)
 
     def finish(self, final_checkpoint: Path | None, final_evaluation: dict[str, Any] | None) -> dict[str, Any]:

@@ -41,6 +41,9 @@ def test_drawn_is_a_fixed_opponent_or_a_league_member(tmp_path):
     assert plan("--opponent", "drawn", "--out", str(tmp_path)).bot_spec("ws://x").opponents == ("drawn",)
     made = plan("--league-option", "drawn=true", "--out", str(tmp_path))
     assert made.league is not None and made.league.config.drawn and "drawn" in made.describe()
+    # Trained against the population, the run also picks and reports its policy on fresh draws of it.
+    assert made.eval_opponents == ("sitting", "spinner", "walker", "tracker", "drawn")
+    assert plan("--out", str(tmp_path)).eval_opponents == ("sitting", "spinner", "walker", "tracker")
 
 
 def test_the_leagues_tank_royale_share_is_a_bot_of_its_own(tmp_path):
