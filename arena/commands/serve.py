@@ -106,8 +106,8 @@ def _serve(args: argparse.Namespace) -> int:
         from .compile import compile_kernels
 
         compiled = compile_kernels(ppo=True, tank=False)
-        if compiled is not None:
-            print(f"arena serve: {compiled[0]}", flush=True)
+        if compiled is not None:  # stderr: stdout's first line stays the address scripts read
+            print(f"arena serve: {compiled[0]}", file=sys.stderr, flush=True)
     scalars: list[Any] = []  # the server's figures for each row, once the server exists (as in arena train)
     log = MetricsLog(
         flags.out / "metrics.jsonl" if writes else None, time.monotonic(), extra=lambda: scalars[0]() if scalars else {}
