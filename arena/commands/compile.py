@@ -32,8 +32,9 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
 
 
-def compile_kernels(ppo: bool, tank: bool) -> tuple[str, bool] | None:
-    """Compile (or load from the cache) PPO's kernels and/or the tank engine's and scripted bots'.
+def compile_kernels(ppo: bool, tank: bool, drawn: bool = True) -> tuple[str, bool] | None:
+    """Compile (or load from the cache) PPO's kernels and/or the tank engine's and scripted bots' (with ``drawn``, the
+    population's too: ``arena compile`` always, a run only when it plays ``drawn``).
 
     Returns the line that says what happened and whether the kernels are cached; None when neither is asked for.
     """
@@ -49,10 +50,11 @@ def compile_kernels(ppo: bool, tank: bool) -> tuple[str, bool] | None:
     if tank:
         from ..games.tank import compiled, drawn_kernel, kernels, scripted_kernels
 
-        compiled.compile_all()
+        compiled.compile_all(drawn)
         dispatchers += [getattr(kernels, name) for name in compiled.KERNELS]
         dispatchers += [getattr(scripted_kernels, name) for name in compiled.SCRIPTED_KERNELS]
-        dispatchers.append(drawn_kernel.drawn_act)
+        if drawn:
+            dispatchers.append(drawn_kernel.drawn_act)
         parts.append("the tank engine and the scripted bots")
     if not parts:
         return None

@@ -47,7 +47,8 @@ def _compile_engine(plan: TrainPlan) -> None:
     """
     from .compile import compile_kernels
 
-    result = compile_kernels(ppo=plan.agent == "ppo", tank=plan.engine == "numba" and plan.tank)
+    drawn = "drawn" in (*plan.opponents, *plan.eval_opponents)  # the population's kernel only for a run that plays it
+    result = compile_kernels(ppo=plan.agent == "ppo", tank=plan.engine == "numba" and plan.tank, drawn=drawn)
     if result is not None:
         print(f"arena train: {result[0]}", flush=True)
 
