@@ -167,7 +167,7 @@ class BotClient:
                 cfg.url,
                 subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
                 additional_headers=headers,
-                compression=None,  # dense float32 barely compresses; deflate made batches 28x slower here
+                compression=None,  # dense float32 barely compresses, and deflate is slow on it (docs/protocol.md §1)
                 max_size=cfg.max_weights_bytes,
                 open_timeout=cfg.open_timeout,
                 ping_interval=10,

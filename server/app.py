@@ -44,7 +44,7 @@ from .bot_connection import BotConnection, BotRules, Decision
 from .config import ServerConfig, TrainerConfig, url_host
 from .credit import queue_bounds, withheld_credit
 from .dashboard import Dashboard, DashboardConfig
-from .delivery import LARGE_FRAME_BYTES as LARGE_FRAME_BYTES  # public here before delivery.py existed
+from .delivery import LARGE_FRAME_BYTES as LARGE_FRAME_BYTES  # re-exported: importable from server.app too
 from .delivery import WEIGHTS_WRITES_PER_TURN as WEIGHTS_WRITES_PER_TURN
 from .delivery import WeightsDelivery
 from .distributed import LearnerGroup, share_bots
@@ -177,7 +177,7 @@ class TrainingServer:
                 process_request=self._process_request,
                 subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
                 origins=[None],  # bots send no Origin; a browser page gets 403 (cross-site websocket hijacking)
-                compression=None,  # dense float32 barely deflates; deflate made float batches 28x slower here
+                compression=None,  # dense float32 barely deflates, and deflate is slow on it (docs/protocol.md §1)
                 server_header=None,
                 open_timeout=cfg.open_timeout,
                 ping_interval=cfg.ping_interval,

@@ -1,24 +1,15 @@
 """Turn bots' columnar ``tr`` batches into per-agent segments (sans-I/O, trainer thread).
 
-A batch interleaves the steps of many agents, and a drain of the queue interleaves many
-bots. Everything one drain brought is assembled in one pass: the rows of every batch are
-joined, one stable sort by (run, agent) puts each agent's rows together in time order,
-each column is gathered in that order once, and piece boundaries (an agent's last row,
-an episode end, a new episode id) come from a few whole-array comparisons. The Python
-work left is per piece (one per agent per drain, plus one per episode end).
+Everything one drain of the queue brought is assembled in one pass: the rows of every batch
+are joined, one stable sort by (run, agent) puts each agent's rows together in time order,
+and piece boundaries come from whole-array comparisons, so the Python work is per piece,
+never per row, frame or bot. Why: this runs on the trainer thread, which shares the GIL with
+the event loop, and per-bot numpy calls took that time from the loop serving bots
+(docs/architecture.md, "The life of one step", step 5).
 
-Why it matters: this runs on the trainer thread, which shares the GIL with the event
-loop. Per-session or per-agent numpy calls cost ~1-3 µs each on this machine, so a
-drain of 64 bots once cost ~200 µs a frame here, and every microsecond of it was taken
-from the loop serving bots.
-
-A segment that lies inside one drain is made of views of that drain's gathered columns
-(no copy); one that spans drains is copied together when it closes. The columns travel
-packed in one float32 matrix, so a segment's obs/act/logp/rewards are strided views of it.
-
-Terms mode knows no game: the run's :class:`~server.rewards.RewardFunction` (given to the
-builder) sets the width of the terms columns and turns them into the rewards summed here,
-and every terms-mode segment carries it so the learner can do the same.
+A segment inside one drain is a view of that drain's packed float32 matrix; one that spans
+drains is copied together when it closes. In terms mode the run's
+:class:`~server.rewards.RewardFunction` sets the terms width and turns terms into rewards.
 """
 
 from __future__ import annotations
@@ -43,7 +34,7 @@ class _Layout:
     """Columns of the packed float32 rows: obs | act | logp | rew (scalar mode) or terms (terms mode).
 
     One matrix instead of four arrays: a piece is one slice and a segment spanning drains is
-    one ``np.concatenate``, where four columns cost four numpy calls (~3 µs each here).
+    one ``np.concatenate``, where four columns would cost four numpy calls.
     """
 
     obs_dim: int
@@ -79,10 +70,9 @@ class _Open:
 
     Made once per agent and reused for each of its segments. Why: a fresh object, list and
     float per segment churn Python's free lists, and tracemalloc charges a recycled block to
-    the line that first allocated it. In the L2 soak's leak phase that drift grew by ~130 B a
-    sample here with r 0.99 over 12 samples (RLlib's rule calls that a leak), though the number
-    of open segments never changed. The reward sum is accumulated in place in a float64 array
-    for the same reason: a float object per append was one more recycled block.
+    the line that first allocated it, so the L2 soak's leak check (docs/reliability.md) reads
+    that churn as a leak. The reward sum is accumulated in place in a float64 array for the
+    same reason.
     """
 
     __slots__ = ("chunks", "episode", "generation", "layout", "reward_sum", "steps", "version")

@@ -2,25 +2,16 @@
 
 Every rule docs/protocol.md states for a bot connection is applied here and nowhere else:
 the ``hello`` checks, credit (the amounts are :mod:`server.credit`'s), sequence numbers,
-policy versions, value checks and the error budget. Nothing here awaits, touches a socket
-or needs an event loop, so each rule is tested on raw bytes (``tests/server/test_bot_connection.py``)
-and :mod:`server.app` only moves bytes: it reads the frames websockets has buffered, hands
-them to :meth:`BotConnection.receive`, and carries out the decision.
+policy versions, value checks and the error budget. Nothing here awaits or touches a socket,
+so each rule is tested on raw bytes; :mod:`server.app` only hands it the frames websockets has
+buffered and carries out the decision (:attr:`Decision.replies` in order, then
+:attr:`Decision.close`).
 
-Accepted batches go on the transition queue as they are accepted, not after: the queue is
-an in-memory hand-over (no I/O), and each credit decision must see it as the puts before it
-left it (a put that overflows it drops the oldest batches, which can make room again). So
-the steps counted as received are queued in the same loop turn, and ``received == trained
-+ dropped + queued + ...`` holds on the loop thread. The I/O side then sends
-:attr:`Decision.replies`, in order, and closes if :attr:`Decision.close` says so.
-
-The ingest path (docs/architecture.md, "The life of one step", 3.): each frame is unpacked
-once; consecutive well-formed ``tr`` frames are collected as headers, their credit goes
-back as soon as they are read (before their values are checked), then sequence numbers and
-versions are checked frame by frame and the values of the whole group in one numpy pass.
-Accepted frames reach the queue as one arrival per run of equal policy version. If a value
-is out of bounds anywhere, the group is answered again frame by frame, in one pass, so
-each frame gets the answer and the counters it would have had alone.
+Accepted batches go on the transition queue as they are accepted, so each credit decision sees
+the queue as the puts before it left it and ``received == trained + dropped + queued + ...``
+holds on the loop thread. A group of ``tr`` frames is checked in one numpy pass; if any value
+is out of bounds it is answered again frame by frame, so each frame gets the answer and
+counters it would have had alone (docs/architecture.md, "The life of one step", step 3).
 """
 
 from __future__ import annotations

@@ -116,8 +116,8 @@ class ServerConfig:
     gil_switch_interval: float | None = 0.001
     """``sys.setswitchinterval`` set when the server starts (``None`` leaves it alone). Each time
     the loop thread returns from a socket call it must win the GIL back from a busy trainer
-    thread, waiting up to this long: CPython's default 5 ms, times the loop's many syscalls a
-    turn, made loop lag p99 354 ms in the 256-bot soak (L2) here; 1 ms made it 250 ms."""
+    thread, waiting up to this long, many times a turn; shorter than CPython's default keeps
+    loop lag down (docs/architecture.md, "Threads and locks")."""
 
     def __post_init__(self) -> None:
         problems = listen_problems(self.port, self.token)
@@ -170,7 +170,7 @@ class TrainerConfig:
     """Where checkpoints go; ``None`` disables them (tests, benchmarks)."""
     checkpoint_interval: float = 30.0
     """Seconds between periodic checkpoints (plus one at shutdown): the most training a crash can cost.
-    A tank PPO checkpoint is ~180 KB and costs the trainer thread ~10 ms (docs/architecture.md)."""
+    A save is cheap next to this interval (docs/architecture.md, "Checkpoints")."""
     first_checkpoint_after: float = 5.0
     """Seconds from the first update to the first checkpoint, so a crash early in a run does not cost
     it all (then every ``checkpoint_interval``)."""
@@ -186,8 +186,8 @@ class TrainerConfig:
 
     Draining each frame as it lands hands the GIL back and forth between the event loop and
     the trainer thousands of times a second; every hand-off can cost the loop up to the
-    interpreter's switch interval (5 ms). Draining in bulk every 10 ms costs the agent at
-    most 10 ms of latency and the loop nothing (credit is returned by the loop itself)."""
+    interpreter's switch interval. Draining in bulk costs the agent at most this much latency
+    and the loop nothing (credit is returned by the loop itself)."""
     torch_threads: int | None = None
     """``torch.set_num_threads`` for the trainer; ``None`` leaves one core to the event loop."""
     rollback_after_skips: int = 3

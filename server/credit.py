@@ -1,24 +1,18 @@
 """Flow control: every credit rule of the server, in one place (the contract is docs/protocol.md §6).
 
-A bot may have ``credit_window`` ``tr`` frames in flight; the server never stops reading a
-socket (its keepalive pongs travel there too, docs/reliability.md M8), so credit is the
-only back-pressure there is. The rules, and where each one is applied:
+The server never stops reading a socket (its keepalive pongs travel there too,
+docs/reliability.md M8), so credit is the only back-pressure there is:
 
-- **The window** is announced in ``welcome.limits`` (:func:`session_limits`, the one place
-  :class:`~bot_protocol.Limits` is built from a :class:`~server.config.ServerConfig`).
-- **Each ``tr`` spends one credit, accepted or rejected**; every other message is free, and a
-  ``tr`` refused for ``no_credit`` spent nothing (:meth:`CreditAccount.spend`).
-- **One credit is owed back per ``tr`` that spent one**, and paid in a ``credit`` message once
-  three quarters of a window are owed, while the transition queue is below its high-water
-  mark counting the frames just read (:meth:`CreditAccount.grant`); at or above it the credit
-  is *withheld*.
-- **Withheld credit goes back after the trainer's next drain**, any amount owed, unless the
-  queue is still full (:func:`withheld_credit`, called from the trainer's ``on_drained``).
-- **How deep the queue may get before credit stops** (:func:`queue_bounds`): the staleness
-  bound of an on-policy learner, a publish budget for an off-policy one, or the bytes given.
+- **The window** is announced in ``welcome.limits`` (:func:`session_limits`).
+- **Each ``tr`` spends one credit, accepted or rejected**; other messages, and a ``tr`` refused
+  for ``no_credit``, spend nothing (:meth:`CreditAccount.spend`).
+- **Spent credit is paid back** once three quarters of a window are owed, while the queue is
+  below its high-water mark (:meth:`CreditAccount.grant`); at or above it the credit is
+  *withheld* until the trainer's next drain leaves room (:func:`withheld_credit`).
+- **How deep the queue may get before credit stops** (:func:`queue_bounds`).
 
-:class:`~server.bot_connection.BotConnection` decides *when* a grant point is reached (after
-a group of frames is read, after each rejected frame); this module decides what it pays.
+:class:`~server.bot_connection.BotConnection` decides *when* a grant point is reached; this
+module decides what it pays.
 """
 
 from __future__ import annotations

@@ -5,19 +5,12 @@ port, queue and trainer thread, one learner between them. Rollouts stay on their
 minibatch's gradients are averaged over the ranks (:class:`agents.distributed.GradientAverager`),
 so all ranks hold the same weights and publish the same ``(generation, version)``.
 
-Lock-step needs each rank to run the same collectives in the same order, so what decides
-*whether* a collective happens is agreed first, in one small all-reduce per trainer step
-(:meth:`LearnerGroup.agree`): an update runs when every rank holds a full rollout (a rank
-that is ready waits for the others, and stops draining, so its bots slow down through
-credit), and a checkpoint (with the rollback state taken beside it) happens when rank 0's
-clock says so. Rank 0 alone writes files; at start it sends its state (fresh or resumed) to
-the others, so they start from the same weights, optimizer state and policy id.
-
-A rank that dies makes the others' next collective fail at once (its sockets close); one that
-hangs makes it fail after ``timeout``. Either way the trainer stops with :class:`RankLost`
-and the process exits non-zero, which is torchrun's cue to restart the whole group from
-rank 0's newest checkpoint under a new generation (docs/deploy.md). There is no restart
-within a rank: one rank rolling back alone would leave the others training another policy.
+Lock-step needs every rank to run the same collectives in the same order, so *whether* one
+happens (an update, a checkpoint, a stop) is agreed first, in one small all-reduce per trainer
+step (:meth:`LearnerGroup.agree`). Rank 0 alone writes files and sends its start state to the
+others. A rank that dies or hangs makes the others stop with :class:`RankLost`, torchrun's cue
+to restart the whole group from rank 0's newest checkpoint (docs/deploy.md); no rank restarts
+alone, or it would train another policy than the rest.
 """
 
 from __future__ import annotations
@@ -226,8 +219,8 @@ def _attempt_store(config: DistributedConfig, client: bool = False, suffix: str 
     """The rendezvous store, under a prefix of its own for each restart of the group.
 
     Why the prefix: torchrun's static rendezvous keeps one store across restarts, so a restarted
-    group could read the dead attempt's addresses and fail to connect (measured here: gloo's
-    ``connectFullMesh`` refused, the restart lost). Each attempt's keys live apart.
+    group could read the dead attempt's addresses and fail to connect (gloo's ``connectFullMesh``
+    is refused and the restart is lost). Each attempt's keys live apart.
     """
     store = dist.TCPStore(  # type: ignore[attr-defined]  # public, though torch's stubs do not re-export it
         config.master_addr,

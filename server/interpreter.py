@@ -1,8 +1,8 @@
 """Process-wide interpreter settings that serve the event loop's latency while a server runs.
 
-Both are measured in the 256-bot soak (docs/reliability.md, L2; docs/architecture.md,
-"Threads and locks"), and both are put back when the server closes, so a program that
-embeds a server (tests, a notebook) gets its interpreter back as it was.
+Why each helps is in docs/architecture.md, "Threads and locks" (the 256-bot soak, L2). Both
+are put back when the server closes, so a program that embeds a server (tests, a notebook)
+gets its interpreter back as it was.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ __all__ = ["InterpreterTuning"]
 class InterpreterTuning:
     """Freeze the collector and shorten the GIL switch interval; :meth:`restore` undoes both.
 
-    Everything alive at :meth:`apply` (torch, numpy, the agent and its networks: ~170k objects)
-    lives as long as the server: frozen, the collector never scans it again. Unfrozen, full
-    collections took 160-250 ms each here in the 256-bot soak (4.5 s of 90 s), every one a
-    loop stall; frozen, 1 s in all. Objects that die while frozen wait for :meth:`restore`
-    to be collected.
+    Everything alive at :meth:`apply` (torch, numpy, the agent and its networks) lives as long
+    as the server: frozen, the collector never scans it again, where every full collection of
+    it would stall the loop (docs/architecture.md, "Threads and locks"). Objects that die while
+    frozen wait for :meth:`restore` to be collected.
 
     Args:
         switch_interval: ``sys.setswitchinterval`` while applied (``None`` leaves it alone):

@@ -1,8 +1,8 @@
 """Event-loop lag: how late a periodic wake-up fires. A GIL-holding trainer shows up here first.
 
-One long C call holding the GIL in the trainer stalled this loop 658 ms on this
-machine (docs/reliability.md, M13); keepalive pongs wait behind such stalls, so the lag is
-measured continuously and exported.
+One long C call holding the GIL in the trainer can stall the loop for a long time
+(docs/reliability.md, M13); keepalive pongs wait behind such stalls, so the lag is
+sampled continuously and exported.
 """
 
 from __future__ import annotations

@@ -55,10 +55,9 @@ class RecentValues:
 def copy_state(value: Any) -> Any:
     """A deep copy of an agent's state: tensors cloned, containers rebuilt, anything else deep-copied.
 
-    Why not ``copy.deepcopy``: torch's ``Tensor.__deepcopy__`` left small objects behind on every
-    call here (torch 2.13: 300 copies of the PPO agent's state grew ``torch/_tensor.py:234`` by
-    24.6 KiB in 415 blocks; cloning: nothing), and the trainer copies its rollback state every
-    checkpoint interval for as long as it runs. The L2 soak's leak phase flagged that line.
+    Why not ``copy.deepcopy``: torch's ``Tensor.__deepcopy__`` leaves small objects behind on
+    every call (cloning leaves none), and the trainer copies its rollback state every checkpoint
+    interval for as long as it runs; the L2 soak's leak check (docs/reliability.md) flags it.
     """
     if isinstance(value, torch.Tensor):
         return value.detach().clone()

@@ -1,27 +1,18 @@
 """One read model of a running server: :class:`ServerStats`, every figure a view of it shows, read at once.
 
-Why one: ``/healthz``, the ``/metrics`` gauges, the dashboard, the TensorBoard rows
-(``arena.outputs.tensorboard.ServerScalars``), the progress display and ``summary.json``
-(``arena.outputs.run_log``) used to read the server's parts each on their own (``sessions``,
-``current``, the queue, the loop-lag window, the trainer's counters, two levels deep),
-with their own copies of the rate maths. Now each of them asks for one reading,
-``TrainingServer.stats()``, and shows what it needs of it; a
-figure added here reaches every view that wants it, named and computed once.
+Why one: ``/healthz``, the ``/metrics`` gauges, the dashboard, the TensorBoard rows, the
+progress display and ``summary.json`` each ask for one reading, ``TrainingServer.stats()``,
+and show what they need of it, so a figure is named and computed once for every view
+(docs/architecture.md, "One read model").
 
-Threads: a reading may be taken on any thread. Every figure in it is a lock-guarded
-counter or gauge, one reference or attribute read, or a ``len()``: nothing waits on the
-trainer (the reading never takes its hand-over lock, so the loop never stalls behind a
-drain; ``TrainingServer.accounting()`` is the exact, locked read). Two exceptions: the
-loop-lag window is appended to by the loop, so read from another thread it may change
-under the reader, and :attr:`ServerStats.loop_lag` is then ``None`` for that reading;
-and the per-bot rows (``bots=N``) walk the loop's ``sessions``, so ask for them on the
-loop thread only (the dashboard does).
+Threads: a reading may be taken on any thread and never waits on the trainer (every figure is
+a lock-guarded counter, one attribute read or a ``len()``; ``TrainingServer.accounting()`` is
+the exact, locked read). Two exceptions: :attr:`ServerStats.loop_lag` is ``None`` when read
+off the loop thread, and the per-bot rows (``bots=N``) must be asked for on the loop thread.
 
-Rates: :class:`RateWindow` is the one place a count becomes a per-second rate, with the
-dashboard's rule (the window starts at the newest reading at least ``window`` seconds
-old). The server owns one, so every view shows the same ``received_per_s`` and
-``trained_per_s``; before this, TensorBoard rows averaged since the previous row and the
-progress display over 10 s. :class:`BotRates` is the dashboard's per-bot smoothing.
+Rates: :class:`RateWindow` is the one place a count becomes a per-second rate, so every view
+shows the same ``received_per_s`` and ``trained_per_s``; :class:`BotRates` is the
+dashboard's per-bot smoothing.
 """
 
 from __future__ import annotations

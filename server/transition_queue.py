@@ -5,9 +5,9 @@ numpy arrays over the frame's bytes, never tensors), or the marker that a sessio
 The event loop never blocks here: :meth:`TransitionQueue.put` takes the lock only to
 append. The trainer swaps the whole list out in :meth:`drain` and works outside the lock.
 
-Why whole batches and not per-agent segments: splitting each frame into per-agent
-pieces on the loop cost ~180 µs per 64-step frame (46% of the loop's time in
-``bench/loop.py``); the trainer does it once per drain over many frames instead.
+Why whole batches and not per-agent segments: splitting each frame into per-agent pieces
+on the loop was most of the loop's time; the trainer does it once per drain over many frames
+instead (docs/architecture.md, "The life of one step", step 5).
 """
 
 from __future__ import annotations

@@ -3,25 +3,14 @@ the newest match frame, and each as the JSON text message that carries it.
 
 Why apart from the observer server (:mod:`server.dashboard`): this is the read model and the
 wire format, with no socket in it. It turns one :class:`~server.stats.ServerStats` snapshot
-(taken through :class:`~server.dashboard.config.DashboardHost`) into one chart point, and
-encodes a message once per cursor pair (stats) or per frame and variant (frames), however
-many observers want it; the server decides *when* to sample and whom to send what.
+into one chart point, and encodes a message once per cursor pair (stats) or per frame and
+variant (frames), however many observers want it; the server decides *when* to sample and
+whom to send what. The messages (``arena.observe.v1``: ``hello``, ``stats``, ``frame``) are
+specified in docs/protocol.md, Appendix C.
 
 Threads: :meth:`ObserverFeed.publish_stats` (one append under a lock) and
 :meth:`ObserverFeed.publish_frame` (one reference assignment, latest wins) may run on any
 thread; everything else runs on the event loop.
-
-Observer protocol (``arena.observe.v1``, JSON text frames, server → browser only; what
-``server/dashboard/static/dashboard.js`` reads):
-
-- ``{"type": "hello", "protocol", "agent", "push_interval", "frame_fps", "history"}`` once;
-- ``{"type": "stats", "t", "samples": [...], "updates": [...], "bots": [...], "health": {...}}``
-  every ``push_interval``; ``samples`` and ``updates`` hold only rows the observer has not
-  seen yet (the whole history right after ``hello``, in chunks of at most 200 rows each),
-  ``bots`` is the full current table;
-- ``{"type": "frame", "seq", "frame", "header"?}`` at most ``frame_fps`` times a second;
-  ``header`` only when it differs from the last one sent to this observer. Both follow
-  :mod:`arena.games.tank.frames` exactly.
 """
 
 from __future__ import annotations
@@ -43,8 +32,8 @@ from .config import DashboardConfig, DashboardHost
 
 __all__ = ["SUBPROTOCOL", "Cursors", "Frame", "ObserverFeed"]
 
-# The dashboard's one logger name, as it was before this module was split off: a logging
-# configuration for "server.dashboard" keeps covering this module's warning.
+# The dashboard's one logger name: a logging configuration for "server.dashboard" covers
+# this module's warning too.
 logger = logging.getLogger("server.dashboard")
 
 SUBPROTOCOL = Subprotocol("arena.observe.v1")
@@ -55,7 +44,7 @@ _MAX_STAT_KEYS = 64
 _ROWS_PER_MESSAGE = 200
 """Most samples (and most update rows) in one stats message. A new observer's replay of the
 whole history goes out in chunks, each encoded separately with the loop free in between:
-encoded at once, 10 minutes of history (1.4 MB of JSON) held this loop 46 ms."""
+encoded at once, a full history is a long loop stall."""
 
 Frame = tuple[int, Mapping[str, Any], Mapping[str, Any]]
 """(seq, header, frame) of one published match frame, replaced whole: one reference assignment, atomic."""

@@ -1,35 +1,20 @@
 """The live dashboard: a web page and a read-only *observer* websocket, on a port of their own.
 
 Why a port of its own: the bot port refuses every browser (``origins=[None]``, against
-cross-site websocket hijacking) and speaks binary msgpack; the page needs plain HTTP,
-JSON and a same-origin websocket. A second ``serve()`` on the server's event loop costs
-one listening socket and no thread, and keeps the bot port's rules untouched.
+cross-site websocket hijacking) and speaks binary msgpack; the page needs plain HTTP, JSON
+and a same-origin websocket. A second ``serve()`` on the server's event loop costs one
+listening socket and no thread.
 
 Why it costs the bots nothing: the dashboard never hooks the ingest path. One timer task
-on the loop takes one :class:`~server.stats.ServerStats` snapshot (with its bot rows) every
-``push_interval`` seconds, and forwards the newest match frame at most ``frame_fps`` times a
-second. It reads nothing else of the server: what it needs of it is :class:`DashboardHost`
-(snapshots, the shared admission, the metrics its own counters go to, the port's TLS and
-token). Other threads hand data over without waking the loop: :meth:`Dashboard.publish_frame`
-is one reference assignment (latest wins), :meth:`Dashboard.publish_stats` one append under
-a lock.
+takes a :class:`~server.stats.ServerStats` snapshot every ``push_interval`` seconds and
+forwards the newest match frame at most ``frame_fps`` times a second. Each observer has one
+sender task that sends what is due *now*; nothing is queued per observer, so a slow browser
+skips frames, and one that cannot take a message within ``send_timeout`` is aborted.
 
-Backpressure: each observer has one sender task that, when woken, sends what is due *now*
-(stats since its cursors, the newest frame); nothing is queued per observer, so a slow
-browser skips frames instead of buffering them, and one whose socket cannot take a message
-within ``send_timeout`` seconds is aborted.
-
-This module is the observer server and its lifecycle: the listener, the timer, one sender
-per observer. The rest is one job a module, and re-exported here:
-
-- :mod:`server.dashboard.config`: :class:`DashboardConfig` and :class:`DashboardHost`;
-- :mod:`server.dashboard.feed`: the sample history, update rows, bot table and newest frame,
-  and the observer protocol's messages (``arena.observe.v1``, :data:`SUBPROTOCOL`; its wire
-  format is described there);
-- :mod:`server.dashboard.http_gate`: the page and its assets (:func:`static_asset`), ``/healthz``,
-  and the auth, ``Host``, admission, origin and capacity checks before an upgrade.
-
-Anything an observer sends closes its connection with 1008 (policy violation).
+This module is the listener, the timer and the senders; the config is in
+:mod:`server.dashboard.config`, the messages in :mod:`server.dashboard.feed`, the HTTP checks
+in :mod:`server.dashboard.http_gate` (their public names are re-exported here). Anything an
+observer sends closes it with 1008.
 """
 
 from __future__ import annotations
