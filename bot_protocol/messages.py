@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from .errors import ErrorCode, ProtocolError
 
-# "X as X": names of the pre-split module kept importable from here; their home is fields.py.
+# "X as X": re-exported so these names import from this module too; their home is fields.py.
 from .fields import F32 as F32
 from .fields import MAX_U64 as MAX_U64
 from .fields import U8 as U8

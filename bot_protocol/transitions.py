@@ -154,8 +154,8 @@ class TransitionHeader:
         """Check a ``tr`` map's structure; raise the :class:`ProtocolError` naming the first fault.
 
         The well-formed frame takes a fast path of inline type and length checks (no
-        helper calls, no per-frame dicts of expected sizes): it ran ~9 µs per frame on the
-        event loop, ~15% of a 64-step frame's cost there. Anything it does not fully
+        helper calls, no per-frame dicts of expected sizes): this runs on the event loop for
+        every frame, so its cost is a visible share of the loop's. Anything it does not fully
         recognise, valid or not, goes through :meth:`_from_wire_checked`, the reference
         that names the exact error; a property test holds the two to the same answers.
         """
@@ -336,9 +336,9 @@ def assemble_batches(headers: list[TransitionHeader], spec: SessionSpec, explain
         columns["next_obs"] = _empty_rows(spec.obs_dim)
     if spec.reward is RewardMode.TERMS:
         columns.setdefault("score", _EMPTY_F32)
-    # A frozen dataclass sets each field through object.__setattr__ (about 8 us for 14
-    # fields, per frame, on the event loop); the values are all checked above, so fill
-    # the instance directly. Defaults (None) cover the columns this reward mode lacks.
+    # A frozen dataclass sets each field through object.__setattr__, a per-frame cost on the
+    # event loop; the values are all checked above, so fill the instance directly.
+    # Defaults (None) cover the columns this reward mode lacks.
     fields: dict[str, Any] = {"rew": None, "terms": None, "score": None}
     fields.update(columns)
     batch = object.__new__(TransitionBatch)
