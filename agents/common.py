@@ -103,8 +103,8 @@ class Segment:
 
         The trainer's assembler makes one per closed segment (hundreds per drain) from batches
         the decoder checked, on the thread that shares the GIL with the event loop. A frozen
-        dataclass sets each of its 12 fields through ``object.__setattr__`` and then runs
-        :meth:`__post_init__`: 4.1 µs a segment here, against 2.7 µs this way.
+        dataclass sets each of its fields through ``object.__setattr__`` and then runs
+        :meth:`__post_init__`, a third more per segment than filling the instance directly.
         """
         assert values.keys() == _SEGMENT_FIELDS, "Segment.trusted needs every field"
         segment = object.__new__(cls)
@@ -123,9 +123,9 @@ class Segment:
     def split(self, steps: int) -> tuple[Segment, Segment]:
         """The first ``steps`` steps as a cut (bootstrapped from the next step's observation), and the rest.
 
-        An on-policy update takes exactly its rollout: without a split, the segment that crosses the
-        rollout's end came whole, and 8,192 steps became up to 8,255, whose 63-row fifth minibatch per
-        epoch cost a full step's overhead (10% of the update) for a gradient of mostly noise.
+        An on-policy update takes exactly its rollout: taken whole, the segment that crosses the
+        rollout's end would add a small extra minibatch per epoch, a full step's overhead for a
+        gradient of mostly noise (docs/agents.md, "The update's cost on the CPU").
         """
         if not 0 < steps < self.steps:
             raise ValueError(f"split point must be inside the segment (1..{self.steps - 1}), got {steps}")
@@ -199,9 +199,9 @@ def compute_gae_flat(
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     """:func:`compute_gae` of segments laid end to end: ``lengths[i]`` steps each, ``sum(lengths)`` in all.
 
-    One compiled backward sweep (numba, compiled on first use and cached on disk): ~20 us for
-    an 8,192-step rollout where numpy's sweep, vectorized across segments, took ~0.9 ms of the
-    update. Float32 arithmetic, as numpy's was.
+    One compiled backward sweep (numba, compiled on first use and cached on disk), much cheaper
+    than a numpy sweep vectorized across segments (docs/agents.md, "The update's cost on the
+    CPU"). Float32 arithmetic throughout.
     """
     if len(rewards) != len(values) or int(lengths.sum()) != len(rewards) or len(last_values) != len(lengths):
         raise ValueError(
@@ -255,7 +255,7 @@ def normalize_advantages(advantages: NDArray[np.float32]) -> tuple[NDArray[np.fl
 
     - any non-finite advantage → all zeros (a poisoned batch becomes a no-op update);
     - variance < 1e-8 → center only: float32 noise is ~1e-12 in a constant-reward round,
-      and dividing by it amplifies noise 1e4x and drifted the policy into exp() overflow;
+      and dividing by it amplifies noise 1e4x and can drift the policy into exp() overflow;
     - otherwise (a - mean) / sqrt(var + 1e-8).
     """
     if advantages.size == 0 or not np.isfinite(advantages).all() or np.abs(advantages).max() >= 1e30:

@@ -36,12 +36,11 @@ class _TanhBySigmoid(torch.autograd.Function):
 
 
 class FastTanh(nn.Module):
-    """``nn.Tanh``, the same function to float32 rounding (|diff| < 2e-7), ~4x cheaper on the CPU.
+    """``nn.Tanh``, the same function to float32 rounding (|diff| < 2e-7), cheaper on the CPU.
 
-    Why: on this machine's torch CPU build ``torch.tanh`` ran ~345 us on a 2048 x 64 minibatch
-    activation against ~60 us for ``torch.sigmoid``; with its backward, tanh was 42% of a PPO
-    minibatch step (torch.profiler, bench/learner.py). The bots' numpy ``Policy`` keeps ``np.tanh``:
-    the two agree to float32 rounding, far below anything a log-prob ratio notices.
+    Why: torch's CPU ``tanh`` is several times slower than its ``sigmoid`` and was a large share of
+    a PPO minibatch step (docs/agents.md, "The update's cost on the CPU"). The bots' numpy ``Policy``
+    keeps ``np.tanh``: the two agree to float32 rounding, far below anything a log-prob ratio notices.
     """
 
     def forward(self, x: Tensor) -> Tensor:

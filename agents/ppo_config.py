@@ -78,9 +78,10 @@ class PPOConfig:
     """Run the minibatch step with its maths written out (:mod:`agents.fused`): on the CPU with no
     autograd at all (the loss in one compiled loop, the gradients into one buffer, Adam's kernel
     called directly, the guards in a second compiled call), on CUDA as two hand-differentiated
-    autograd nodes in the captured graph. The same maths to float32 rounding, ~2x the gradient steps
-    a second on one CPU core (``bench/learner.py``). ``False`` runs the plain modules through autograd and ``Adam.step``: the
-    reference the fused step is tested against and ``bench/learner.py`` times beside it."""
+    autograd nodes in the captured graph. The same maths to float32 rounding, and markedly more
+    gradient steps a second on the CPU (docs/agents.md, "The update's cost on the CPU"). ``False``
+    runs the plain modules through autograd and ``Adam.step``: the reference the fused step is
+    tested against."""
     seed: int = 0
     device: str = "cpu"
 

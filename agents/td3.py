@@ -1,9 +1,7 @@
 """TD3 and DDPG, one implementation: DDPG is TD3 with one critic, no target smoothing and no delay.
 
 Papers: DDPG https://arxiv.org/abs/1509.02971, TD3 https://arxiv.org/abs/1802.09477.
-Ported from the original trainer's three versions (plain, typed and fused; docs/agents.md): the typed one gives the
-algorithm and its config rules, the fused one the speed. Where the math really is the
-same the code is shared, and the three differences are config values, not branches:
+The three differences are config values, not branches:
 
 ============================  ===========  ===========
                               TD3          DDPG
@@ -13,19 +11,11 @@ target policy smoothing       0.2, ±0.5    0 (none)
 policy delay                  2            1
 ============================  ===========  ===========
 
-Speed, from the fused seed: both critics live in one weight tensor per layer with a
-leading critic axis, so each layer is one ``baddbmm`` (same arithmetic, half the kernel
-launches; each critic is still initialized on its own, so their errors stay
-uncorrelated, which is what the min needs). Polyak averaging is two ``_foreach`` calls,
-the replay buffer sits on the training device, and delayed steps do no actor work. On
-CUDA the whole update cycle (``policy_delay`` critic steps, one actor step, Polyak) is
-captured once in a CUDA graph and replayed: fusion saves kernel launches, and a graph
-saves the rest.
-
-Two deliberate departures from the fused seed, both restoring the typed seed's math:
-the smoothing noise is drawn per action dimension (the fused seed drew one value per
-sample and broadcast it), and the critic loss is the *sum* of the critics' MSEs (the
-fused seed's mean over the pair axis halves each critic's gradient).
+Both critics live in one weight tensor per layer with a leading critic axis (one ``baddbmm``
+a layer; each critic initialized on its own so their errors stay uncorrelated, as the min
+needs). The smoothing noise is drawn per action dimension and the critic loss is the *sum* of
+the critics' MSEs. On CUDA the whole update cycle is captured once in a CUDA graph and
+replayed (docs/agents.md, "DDPG and TD3").
 """
 
 from __future__ import annotations
@@ -239,7 +229,7 @@ def polyak_foreach(target: list[Tensor], online: list[Tensor], tau: float) -> No
 
 @torch.no_grad()
 def polyak_loop(target: list[Tensor], online: list[Tensor], tau: float) -> None:
-    """The same update one tensor at a time (the direct seed; the tests' reference)."""
+    """The same update one tensor at a time: the tests' reference for :func:`polyak_foreach`."""
     for t, o in zip(target, online, strict=True):
         t.mul_(1.0 - tau).add_(o, alpha=tau)
 
