@@ -1,33 +1,20 @@
 """Who the learner plays next: the league's members and prioritized fictitious self-play (sans-I/O).
 
-A policy trained against one fixed opponent learns to beat that opponent: 10 minutes against
-``tracker`` won 100% against it and 2-4% against ``sitting`` (docs/arena.md). A league keeps
-every kind of opponent in play and spends the rounds where the learner is weakest:
+A policy trained against one fixed opponent learns to beat that opponent and little else, so a
+league keeps every kind of opponent in play and spends the rounds where the learner is weakest
+(docs/arena.md, "The league"). Members are the scripted ladder, fixed policies from files,
+frozen snapshots of the learner and ``self`` (its live policy). At each round start a match
+plays ``self`` with probability ``self_share``, else member *i* with probability
 
-* **members**: the scripted ladder (plus ``drawn``, a bot with parts drawn anew every round, when
-  ``drawn`` is on), fixed policies from files, frozen snapshots of the
-  learner (one every ``snapshot_every`` updates, at most ``max_snapshots``), and ``self``:
-  the learner's live policy (self-play, always the newest weights).
-* **the draw** (at each round start, per match): with probability ``self_share`` the learner
-  plays ``self``. Otherwise member *i* is drawn with probability
+    p_i = (1 - floor_share) * f_i / sum_j f_j  +  floor_share / n,   f_i = (1 - w_i) ** exponent
 
-      p_i = (1 - floor_share) * f_i / sum_j f_j  +  floor_share / n,   f_i = (1 - w_i) ** exponent
+AlphaStar's "hard" PFSP weighting on the learner's recent win rate ``w_i``, plus a floor so a
+beaten opponent keeps being played and is not forgotten. ``w_i`` starts at 0.5 (worth two
+rounds) for a new member. When snapshots exceed ``max_snapshots`` the one the learner beats
+most leaves (never the newest); scripted and file members never leave.
 
-  where ``w_i`` is the learner's recent win rate against *i* (a draw counts ``draw_value``, 0 by
-  default: not a win) and ``n`` the
-  number of members other than ``self``: AlphaStar's "hard" PFSP weighting, plus a floor so an
-  opponent the learner already beats keeps being played and is not forgotten. With
-  ``snapshots_as_one`` (off by default) the snapshots are one member in that rule, with their
-  mean win rate, and the group's share is split among them by the same weight ``f_i`` (no floor).
-* **win rates**: a running mean over each member's rounds that turns into an exponential
-  moving average after ``win_rate_memory`` rounds, starting at 0.5 (worth two rounds) for a
-  new member, so a newcomer is neither ignored nor swamping.
-* **eviction**: when a snapshot would make more than ``max_snapshots``, the snapshot the
-  learner beats most often (the least useful to train against) leaves; the newest one never
-  does. Scripted and file members never leave.
-
-This module holds no policies and does no I/O: :mod:`arena.league.opponents` acts for the
-members, :mod:`arena.league.store` saves the state, so the rule is testable on its own.
+This module holds no policies and does no I/O (:mod:`arena.league.opponents` acts for the members,
+:mod:`arena.league.store` saves the state), so the rule is testable on its own.
 """
 
 from __future__ import annotations
@@ -70,16 +57,16 @@ class LeagueConfig:
     """Learner updates (policy versions) between two snapshots; the first is taken at this version (docs/arena.md
     gives what that is in seconds at the tank's defaults)."""
     max_snapshots: int = 0
-    """Snapshots kept in the league; 0 (the default) disables snapshots. Off because, measured over five seeds
-    (docs/agents.md, "What the main job learns"), rounds against the learner's own past and present crowded
-    out the scripted bots and the returned policy did worse against them with snapshots than without."""
+    """Snapshots kept in the league; 0 (the default) disables snapshots. Off because rounds against the
+    learner's own past and present crowded out the scripted bots, and the returned policy did worse against
+    them with snapshots than without (docs/agents.md, "What the main job learns")."""
     self_share: float = 0.0
     """Share of rounds against the learner's live policy (``self``); 0 (the default) disables self-play (see
     ``max_snapshots``)."""
     floor_share: float = 0.5
     """Share of the other rounds spread evenly over all members, whatever the win rates: what keeps a
-    beaten opponent in play, so it is not forgotten. Was 0.2; with the four scripted bots each gets at
-    least 12.5% of the rounds."""
+    beaten opponent in play, so it is not forgotten. With the four scripted bots each gets at least 12.5%
+    of the rounds."""
     exponent: float = 2.0
     """PFSP weight (1 - win rate) ** exponent: 0 is uniform, larger focuses on the hardest."""
     win_rate_memory: int = 100
@@ -88,15 +75,12 @@ class LeagueConfig:
     """Whether the snapshots count as one member in the draw: the group gets the PFSP share of
     their mean win rate (and one floor share), then one of them is drawn by its own PFSP weight.
     Counted one by one (the default), eight snapshots the learner beats half the time outweigh a
-    scripted bot it never beats two to one. Measured (bench/learning.py, 5 minutes, seed 0): as
-    one, tracker took 35% of the rounds while the learner won 4% of them, and the final policy
-    won 55/57/58/0% against sitting/spinner/walker/tracker, against 90/86/64/36% one by one:
-    the rounds it buys go to an opponent the learner cannot learn from yet."""
+    scripted bot it never beats two to one. Off because, as one, the rounds it buys go to an opponent
+    the learner cannot learn from yet (docs/arena.md, "The league")."""
     draw_value: float = 0.0
-    """What a draw counts in the matchmaking win rate. 0: a draw is not a win. Measured: one 5-minute
-    run drew 1,008 and lost 1,778 of 2,817 rounds against the idle ``sitting`` while the draws, at half
-    a win each, made it look half beaten and kept it at a PFSP share like tracker's; it ended at 0%
-    against ``sitting``. Ratings count draws as draws whatever this says."""
+    """What a draw counts in the matchmaking win rate. 0: a draw is not a win, because a learner that
+    mostly draws against the idle ``sitting`` must not look half beaten and lose its rounds against it
+    (docs/arena.md, "The league"). Ratings count draws as draws whatever this says."""
 
     scripted: bool = True
     """Whether the scripted ladder plays in the league. ``false`` with self-play and snapshots is the scheme
@@ -251,7 +235,7 @@ class League:
         names = list(probabilities)
         p = np.fromiter(probabilities.values(), float, len(names))
         # What rng.choice(len(names), size=k, p=p / p.sum()) computes, the same draws from rng, without its
-        # checks of p (~20 us a call, at every tick where a round ends): the normalized CDF, then uniforms.
+        # checks of p (costly next to this, at every tick where a round ends): the normalized CDF, then uniforms.
         cdf = (p / p.sum()).cumsum()
         cdf /= cdf[-1]
         return [names[i] for i in cdf.searchsorted(rng.random(k), side="right").tolist()]

@@ -1,7 +1,7 @@
 """Ratings with uncertainty for the learner and every league member (openskill), and win rates over time.
 
 openskill's Plackett-Luce model (a Bayesian rating, TrueSkill's family, MIT-licensed and
-pure Python, ~15 µs a 1v1 update here) rates 1v1 rounds and free-for-alls alike, handles
+pure Python, cheap enough to rate every round) rates 1v1 rounds and free-for-alls alike, handles
 draws, and carries each player's uncertainty ``sigma`` beside its skill ``mu``. Its
 per-update ``tau`` keeps the learner's sigma from collapsing while the learner keeps
 changing. Tables rank by the conservative ``ordinal`` (mu - 3 sigma), as openskill advises:
