@@ -1,24 +1,16 @@
 """A trained actor as an ONNX model, for game engines: ``arena export CHECKPOINT --onnx -o policy.onnx``.
 
 Why ONNX: a game developer runs the policy inside the engine (Unity, Unreal, Godot, a C++ or
-JavaScript game) with onnxruntime, instead of re-implementing our forward pass in each
-language. The graph is exported with ``torch.onnx`` (the dynamo-based exporter) from the
-*bot-ready weights* — the exact ``weights`` message bots receive (docs/protocol.md §4) —
-rebuilt as plain torch layers. So a checkpoint of any algorithm, a run directory or an
-exported ``.weights`` file all give the same graph, and what the ONNX model computes is
+JavaScript game) with onnxruntime, instead of re-implementing our forward pass in each language.
+The graph is exported with ``torch.onnx`` from the *bot-ready weights* (the exact ``weights``
+message bots receive, docs/protocol.md §4) rebuilt as plain torch layers, so a checkpoint of any
+algorithm, a run directory or a ``.weights`` file all give the same graph, and the model computes
 what :class:`bot_protocol.Policy` computes (tested to float32 tolerance with onnxruntime).
 
-The model (opset :data:`OPSET`, one dynamic batch axis ``batch``):
-
-* input ``obs``: float32 (batch, obs_dim);
-* ``gaussian_mlp`` (PPO): outputs ``mean`` (batch, act_dim), the Gaussian's mean, and
-  ``log_std`` (batch, act_dim), its log standard deviation, already clamped as the trainer
-  clamps it (the same for every row: the std does not depend on the observation). Sample
-  ``mean + exp(log_std) * N(0, 1)`` to act as in training, or use ``mean``;
-* ``tanh_mlp`` (DDPG, TD3): output ``action`` (batch, act_dim) = ``act_limit * tanh(mlp(obs))``.
-
-The game clips actions to its bounds; metadata (``metadata_props``) states the sizes, the
-bounds and the weights' identity: see :func:`model_metadata`.
+The model (opset :data:`OPSET`, one dynamic batch axis): input ``obs`` float32 (batch, obs_dim);
+outputs ``mean`` and ``log_std`` for ``gaussian_mlp`` (PPO), ``action`` for ``tanh_mlp`` (DDPG,
+TD3). The game clips actions to its bounds; :func:`model_metadata` states the sizes, bounds and
+the weights' identity. docs/export.md describes the model for its users.
 """
 
 from __future__ import annotations

@@ -64,8 +64,7 @@ def evaluate_against_scripted(
     The policy samples its actions as in training (``arena match``'s default; see
     ``PolicyController`` for why the mean action can be degenerate here). All rounds
     against one opponent run side by side (up to 50 matches), so the cost is about the
-    longest round's ticks, not the number of rounds: 50 rounds against each of the four
-    took about 4 s on one core with a fresh PPO policy, 20 rounds about 3 s.
+    longest round's ticks, not the number of rounds.
 
     Args:
         policy: a loaded policy, or a checkpoint / run directory / weights file (``load_policy``).

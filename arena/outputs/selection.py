@@ -1,23 +1,17 @@
 """Which policy a run hands back: the best of its checkpoints by one evaluation, not simply the last.
 
-Why: against the league the learner's policy moves in both directions. Measured on this
-project's main job (docs/agents.md, "What the run hands back"): runs whose last 100 rounds
-never left 20-38% after the first minute, and final policies rated below ``sitting`` in
-their own league while an earlier snapshot of the same run rated higher. So while the run
-trains, a copy of its newest checkpoint is taken every ``every`` seconds (a *candidate*)
-and played against every scripted bot in a separate, low-priority process; at the end the
-final checkpoint is played the same way (same rounds, same battle seed: common random
-numbers, so two candidates differ by their policies, not by their draws) and the one with
-the highest mean win rate is returned. Both the returned and the last policy stay on disk,
-and ``summary.json`` says which was returned and why.
+Why: against the league the learner's policy moves in both directions, and a run's last policy
+can be worse than an earlier one (docs/arena.md, "What the run hands back"). So while the run
+trains, a copy of its newest checkpoint is taken every ``every`` seconds (a *candidate*) and
+played against every scripted bot in a separate, low-priority process; at the end the final
+checkpoint is played the same way (same rounds and battle seed: common random numbers, so two
+candidates differ by their policies, not by their draws) and the one with the highest mean win
+rate is returned. Both the returned and the last policy stay on disk.
 
-Files under the run directory:
-
-* ``candidates/ckpt-*.pt`` (+ manifests): copies of the checkpoints under evaluation; at the
-  end only the returned one is kept (the last one is the newest checkpoint anyway);
-* ``returned.json``: ``{"checkpoint": "candidates/ckpt-....pt", "version", "reason", ...}``,
-  read by ``arena.bots.policies.run_policy_checkpoint`` (``arena match --bot RUN_DIR``, ``arena export``,
-  ``arena league``).
+Files under the run directory: ``candidates/ckpt-*.pt`` (+ manifests), copies of the checkpoints
+under evaluation, of which only the returned one is kept at the end; ``returned.json``, read by
+``arena.bots.policies.run_policy_checkpoint`` (``arena match --bot RUN_DIR``, ``arena export``,
+``arena league``).
 """
 
 from __future__ import annotations
@@ -42,9 +36,9 @@ __all__ = ["CANDIDATES", "Candidate", "CandidateEvaluator", "choose", "score"]
 CANDIDATES = "candidates"
 """The run directory's folder of candidate checkpoints."""
 EVERY = 60.0
-"""Seconds of training between two candidates: 4 in a 5-minute run besides the final policy. Each
-evaluation costs ~4-5 s of one core at 50 rounds against each scripted bot (niced, so the learner
-and the bots lose about that much in 60 s: under 5% of a 2-core machine)."""
+"""Seconds of training between two candidates: 4 in a 5-minute run besides the final policy. An
+evaluation runs niced and costs a few seconds of one core, a small share of the run's CPU
+(docs/arena.md, "What the run hands back")."""
 
 
 def score(evaluation: dict[str, Any]) -> float:
@@ -100,7 +94,7 @@ def _init_worker() -> None:
     run is killed (SIGKILL, a SIGTERM with no handler) nothing would ever wake it; it would sleep on
     as an orphan. A daemon thread waits on the parent's sentinel and exits with it.
     """
-    with contextlib.suppress(OSError):  # not permitted here: run at the same priority
+    with contextlib.suppress(OSError):  # not permitted: run at the same priority
         os.nice(10)
     parent = mp.parent_process()
     if parent is not None:

@@ -1,30 +1,17 @@
 """TensorBoard scalars for a training run, beside the ``metrics.jsonl`` that is always written.
 
-Each update's row (the dict ``arena train`` appends to ``metrics.jsonl``) becomes one
-scalar per key, under the reference namespaces of Stable-Baselines3 and CleanRL so runs
-can be compared with theirs (docs/agents.md):
+Each update's row becomes one scalar per key, under the reference namespaces of Stable-Baselines3
+and CleanRL so runs can be compared with theirs (docs/agents.md, "Metrics and TensorBoard"):
+``train/``, ``rollout/``, ``time/`` and ``server/`` keys pass through, ``updates`` and
+``wall_seconds`` take SB3's names, and :class:`ServerScalars` adds the server's figures from one
+``server.stats.ServerStats`` snapshot. The step axis ``time/total_timesteps`` counts transitions
+the learner consumed (SB3's ``num_timesteps``), the same for PPO and TD3, restored from
+checkpoints so a ``--resume`` run continues its curves.
 
-- ``train/…``, ``rollout/…``, ``time/…`` and ``server/…`` keys pass through unchanged;
-- the two bare keys take SB3's names: ``updates`` → ``train/n_updates``,
-  ``wall_seconds`` → ``time/time_elapsed``;
-- :class:`ServerScalars` adds the server-side figures (``server/transitions_per_s``,
-  queue, drops, loop lag, connected bots) and the step axis ``time/total_timesteps``, all
-  from one ``server.stats.ServerStats`` snapshot (the figures the dashboard and ``/metrics`` show).
-
-**Step axis:** ``time/total_timesteps`` = transitions the learner has consumed
-(``Trainer.steps_trained``), SB3's ``num_timesteps`` convention (environment steps, not
-gradient steps). It is the same for PPO and TD3 (TD3 counts the transitions added to its
-replay buffer, not the sampled batches), it is restored from checkpoints — so a
-``--resume`` run continues its curves in the same log directory instead of starting
-over at 0 — and, unlike wall time or received transitions, it does not depend on how
-fast the bots happened to be. Rows without it fall back to the update count.
-
-**Writer:** ``tensorboardX`` (about 90 KB plus ``protobuf``), installed by the
-``tensorboard`` extra. ``torch.utils.tensorboard`` writes the same files but needs the
-``tensorboard`` package (about 20 MB of wheels: grpcio, a Rust data server, werkzeug…),
-which only *viewing* needs; it is used when tensorboardX is missing but tensorboard is
-there. Neither installed: :class:`ScalarLogger` raises :class:`TensorBoardUnavailable`
-with a one-line message, and training goes on with ``metrics.jsonl`` alone.
+Writer: ``tensorboardX``, small and installed by the ``tensorboard`` extra; ``torch.utils.tensorboard``
+(which needs the much larger ``tensorboard`` package) when only that is there. Neither installed:
+:class:`ScalarLogger` raises :class:`TensorBoardUnavailable` and training goes on with
+``metrics.jsonl`` alone.
 """
 
 from __future__ import annotations
@@ -87,8 +74,8 @@ class ScalarLogger:
 
     Called from the trainer thread (as ``arena.outputs.run_log.MetricsLog`` is), so it must be cheap: a row is
     one event holding all its scalars (one ``Summary`` with many values, as TensorFlow's
-    merged summaries were). ``add_scalar`` per key costs a multiprocessing-queue put each:
-    6 ms of trainer time for a 37-key row, against 0.5 ms this way.
+    merged summaries were), where ``add_scalar`` per key would cost a multiprocessing-queue put
+    each, an order of magnitude more trainer time per row.
 
     A write error is logged once and turns the logger off: TensorBoard is a view of the
     run, never a reason to stop the trainer (whose update hook this is).
