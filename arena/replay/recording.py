@@ -3,10 +3,9 @@
 A recording holds, for every tick of every round of one arena, the frame of
 :func:`arena.games.tank.frames.frame` (the format the live dashboard shows) and the actions
 every tank applied that tick, plus what re-simulation needs: the seed and the rules. The
-engine is deterministic (randomness only in ``reset``, from the seed), so
-``TankBattle(1, T, rules, seed)`` stepped with the recorded actions must give back every
-recorded frame exactly; :func:`~arena.replay.verification.verify` checks that. The bots are not
-needed to replay. :class:`~arena.replay.recorder.Recorder` collects a recording during a match.
+engine is deterministic, so ``TankBattle(1, T, rules, seed)`` stepped with the recorded actions
+must give back every recorded frame exactly (:func:`~arena.replay.verification.verify`); the bots
+are not needed to replay.
 
 File format (version 1): an ``.npz`` archive (zip, deflate; read with ``allow_pickle=False``,
 so a file cannot run code) of these arrays, ``N`` frames of ``T`` tanks:
@@ -30,14 +29,9 @@ name               dtype, shape         content
 =================  ===================  =====================================================
 
 Frames carry values rounded to 2 decimals, so integer hundredths store them exactly, and
-delta-coded positions compress well. Measured (1v1): a trained policy against ``tracker``,
-3 rounds, 981 ticks: 73.5 kB, 75 bytes a tick (tanks 24, bullets 19, the policy's noisy
-float32 actions 29); ``tracker`` against ``walker``, 1,158 ticks: 58 bytes a tick. The same
-frames as JSON take 290 bytes a tick, as gzip'd msgpack 67.
-
-This module is the format alone (reading, writing, checking a file's shape), so that the
-recorder, the verifier, the renderers and the viewer share one definition of it and a
-format change touches one file.
+delta-coded positions compress well (sizes: docs/arena.md, "Recording and replaying matches").
+This module is the format alone, so the recorder, the verifier, the renderers and the viewer
+share one definition of it and a format change touches one file.
 """
 
 from __future__ import annotations
