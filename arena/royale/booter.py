@@ -1,21 +1,16 @@
 """Start and stop Tank Royale bots from their directories, the way Tank Royale's booter does.
 
-A bot directory ``.../Name/`` holds ``Name.json`` (the bot's JSON config: name, version,
-authors, …) and a start script ``Name.sh`` (macOS/Linux); files are found by the directory's
-name (Tank Royale's "base filename" convention). Directories of Python bots without a script
-are run as ``python Name.py``. The bot gets ``SERVER_URL`` and ``SERVER_SECRET`` in its
-environment (read by every official bot API) and ``BOT_BOOTED=true``, runs with the bot
-directory as its working directory (where the Python API looks for ``Name.json``), and its
-output (stdout and stderr together) goes to a log file: ``Name-<pid>-<time>.log`` in a
-directory of the caller's, or a name the caller gives (``arena match --royale-logs DIR``
-keeps ``DIR/Name.log``). :meth:`BootedBot.log_summary` reads it back for error messages: its
-last lines, and the Python tracebacks in it (:func:`read_log`) (an official API catches what a bot's code
-raises, prints the traceback and plays on, so a traceback is often the only sign).
+A bot directory ``.../Name/`` holds ``Name.json`` (the bot's config) and a start script
+``Name.sh``; directories of Python bots without a script run ``python Name.py``. The bot gets
+``SERVER_URL``, ``SERVER_SECRET`` and ``BOT_BOOTED=true`` in its environment, runs in its own
+directory, and writes stdout and stderr to a log file that :meth:`BootedBot.log_summary` reads
+back for error messages (an official API prints a bot's traceback and plays on, so a traceback
+is often the only sign of a bug).
 
-Each bot runs in a session of its own, so stopping it also stops what its script started, and
-on a :class:`~arena.bots.parent_watch.Lifeline`: if the process that booted it dies (``kill -9``
-included) before stopping it, its session is killed all the same (an official-API bot whose
-server is gone plays on as an orphan otherwise).
+Each bot runs in a session of its own, so stopping it also stops what its script started, and on
+a :class:`~arena.bots.parent_watch.Lifeline`: if the process that booted it dies (``kill -9``
+included), its session is killed all the same, where an official-API bot would otherwise play on
+as an orphan. docs/royale.md, "Booting bots", has the details.
 """
 
 from __future__ import annotations

@@ -1,24 +1,18 @@
 """A websocket connection for lockstep turns: frames go straight to a callback, sends never await.
 
-Why: a Tank Royale turn is one small text frame out to each bot and one back. Through
-websockets' asyncio API each of those costs a future, a task switch and an ``async with``
-(the reader's ``async for``, ``send``'s ``send_context``): about 100 µs of our CPU per bot
-and turn, more than the engine step and the JSON together. :class:`LockstepConnection`
-keeps websockets for everything it does well (the opening handshake, frame parsing and
-masking, UTF-8 and size limits, ping/pong, the closing handshake) and drops only that
-machinery on the hot path:
+Why: a Tank Royale turn is one small text frame out to each bot and one back, and through
+websockets' asyncio API each costs a future, a task switch and an ``async with``, more CPU than
+the engine step and the JSON together (docs/royale.md, "Speed"). :class:`LockstepConnection`
+keeps websockets for the handshake, framing, limits, ping/pong and the closing handshake, and
+drops only that machinery on the hot path:
 
-* incoming text frames are handed to :attr:`~LockstepConnection.on_text` from
-  ``data_received`` itself (fragmented messages reassembled first), so an intent is merged
-  the moment its bytes are parsed; binary frames go to :attr:`~LockstepConnection.on_binary`;
-* :meth:`~LockstepConnection.send_now` frames a message and writes it to the transport in
-  the caller's step, without awaiting. A lockstep bot gets one frame a turn and answers it,
-  so nothing queues, unless the bot stops reading: then the write buffer grows by a tick a
-  turn, and past ``max_write_buffer`` the connection is closed (1008) rather than the
-  server's memory growing.
+* incoming text frames go to :attr:`~LockstepConnection.on_text` from ``data_received`` itself;
+  binary frames to :attr:`~LockstepConnection.on_binary`;
+* :meth:`~LockstepConnection.send_now` writes a frame to the transport without awaiting; a bot
+  that stops reading is closed (1008) past ``max_write_buffer`` rather than growing memory.
 
-Until ``on_text`` is set, frames take websockets' usual path (``recv()`` and ``async for``
-still work), so the class is a drop-in ``create_connection`` for ``serve``.
+Until ``on_text`` is set, frames take websockets' usual path, so the class is a drop-in
+``create_connection`` for ``serve``.
 """
 
 from __future__ import annotations

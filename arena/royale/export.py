@@ -1,20 +1,12 @@
 """``arena export CHECKPOINT --royale -o DIR``: a trained policy as a ready-to-run Tank Royale bot directory.
 
-The directory follows Tank Royale's booter conventions (every file named after the
-directory, see ``arena.royale.booter``)::
-
-    DIR/                      e.g. runs/export/ArenaPolicy
-      NAME.json               the bot's JSON config (name, version = vVERSION-genGENERATION, authors, …)
-      NAME.sh, NAME.cmd       start scripts (macOS/Linux, Windows): python NAME.py
-      NAME.py                 the bot: arena/royale/policy_bot.py (official Python bot API + numpy Policy)
-      policy.weights          the actor, exactly the ``weights`` message bots receive online
-      policy.json             the rules the observation and action scales assume, and where the policy came from
-      bot_protocol/           a copy of our bot_protocol package (numpy and msgpack only), for the Policy
-      requirements.txt        numpy, msgpack, robocode-tank-royale
-      README.md
-
-Nothing else of Arena Trainer is needed, so the directory can be copied into a Tank Royale
-installation's bot root as is.
+The directory follows Tank Royale's booter conventions (every file named after the directory,
+see ``arena.royale.booter``): ``NAME.json`` (the bot's config), ``NAME.sh``/``NAME.cmd`` (start
+scripts), ``NAME.py`` (``arena/royale/policy_bot.py``), ``policy.weights`` (the actor, exactly the
+``weights`` message bots receive online), ``policy.json`` (the rules the policy assumes and its
+origin), a copy of ``bot_protocol/``, ``requirements.txt`` and a ``README.md``. Nothing else of
+Arena Trainer is needed, so the directory can be copied into a Tank Royale bot root as is
+(docs/royale.md, "Our policies as Tank Royale bots").
 """
 
 from __future__ import annotations

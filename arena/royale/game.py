@@ -1,38 +1,26 @@
 """Our TankBattle as a Tank Royale game, sans I/O: battle state and events → bot messages, intents → actions.
 
 A :class:`RoyaleGame` sits on a :class:`~arena.games.tank.engine.TankBattle` (``M`` matches of ``T``
-tanks) and a list of *seats*: the tanks driven by Tank Royale bots. Each match is one Tank
-Royale game of ``rounds`` rounds; the other tanks of a match may be ours (scripted bots,
-policies), which Tank Royale bots see as ordinary enemies.
+tanks) and a list of *seats*: the tanks driven by Tank Royale bots, which see our other tanks as
+ordinary enemies. Each match is one Tank Royale game of ``rounds`` rounds.
 
 Call order, once per turn (``arena.royale.match`` and ``arena.royale.train`` do this):
 
-1. :meth:`fill` writes the seats' merged intents into the action array (and the battle's
-   ``turn_coupling``/``rescan``), right before ``battle.step``;
-2. :meth:`after_step` turns the step's :class:`~arena.games.tank.engine.StepEvents` into one
-   ``tick-event-for-bot`` per seat (plus ``round-ended``/``game-ended`` where a round or a
-   game ended) and marks the seats that now owe an intent;
+1. :meth:`fill` writes the seats' merged intents into the action array, right before ``battle.step``;
+2. :meth:`after_step` turns the step's events into one ``tick-event-for-bot`` per seat (plus
+   ``round-ended``/``game-ended``) and marks the seats that now owe an intent;
 3. intents arrive (:meth:`intent`) until every seat answered or the turn timeout; seats still
-   owing one get :meth:`skipped` (a ``skipped-turn-event``; their last intent stays in force);
-4. the caller resets ended rounds and sends :meth:`round_started` (the match runner does so
-   after step 3, so that a round's last turn is waited for like any other: see below).
+   owing one get :meth:`skipped`;
+4. the caller resets ended rounds and sends :meth:`round_started`, in the *next* turn, as Tank
+   Royale's server does: a bot still alive at a round's end owes an intent for its last tick
+   too, but not answering it is no skipped turn (docs/royale.md, "A round's end"). After the
+   game's last round nothing more is waited for.
 
-A round's end, as Tank Royale's server does it (``GameServer.onNextTurn``/``onNextTick``,
-``ModelUpdater.update``): the turn that ends a round sends each bot its last tick (the dying
-bot's with its death, the winner's with its ``WonRoundEvent``), then ``round-ended`` to every
-bot, then, after the game's last round, ``game-ended``, all in that turn. The next round is
-*not* started in that turn: Tank Royale goes on to its next turn as usual, which comes when
-every bot still alive has answered its last tick or at the turn timeout, and only that turn
-starts the new round (``round-started`` and the new round's first tick together). So a bot
-still alive at the round's end owes an intent for its last tick here too; not answering it is
-no skipped turn (Tank Royale checks no skipped turns at a round's first turn). After the
-game's last round nothing more is waited for.
+The tick event of turn ``n`` shows the state after ``n`` steps of the round, and a round's first
+step runs without intents, as Tank Royale's turn 1.
 
-Turns: the tick event of turn ``n`` shows the state after ``n`` steps of the round (the
-battle's ``tick``), and the first step of a round runs without intents, as Tank Royale's turn 1.
-
-Conventions match Tank Royale's without conversion (origin bottom-left, y up, degrees,
-0 = east, counter-clockwise positive); a bot's id is its tank index + 1.
+Conventions match Tank Royale's without conversion (origin bottom-left, y up, degrees, 0 = east,
+counter-clockwise positive); a bot's id is its tank index + 1.
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
 """An Arena Trainer policy playing Robocode Tank Royale, on the official Python bot API.
 
 ``arena export CHECKPOINT --royale -o DIR`` copies this file into the bot directory as
-``DIR/<NAME>.py``, next to ``<NAME>.json`` (the bot's config), ``<NAME>.sh``/``.cmd`` (start
-scripts), ``policy.weights`` (the actor, exactly the ``weights`` message our bots receive
-online), ``policy.json`` (the rules the policy was trained with) and a copy of our
-``bot_protocol`` package (the numpy ``Policy``). It needs numpy, msgpack and
-robocode-tank-royale, nothing of Arena Trainer, and runs the same in a Tank Royale server and
-in ``arena match --bot royale:DIR``.
+``DIR/<NAME>.py`` (see :mod:`arena.royale.export`). It needs numpy, msgpack and
+robocode-tank-royale, nothing of Arena Trainer.
 
-Each turn it rebuilds the arena's 25-column observation (``arena.games.tank.engine.OBS_FIELDS``)
-from its own state and the enemy's last scan, runs the policy (sampling, as it trained;
-``ARENA_POLICY_MEAN=1`` uses the mean action) and sends the action as a ``bot-intent``: target
-speed, body turn rate (scaled by the speed-dependent limit as in the arena), gun turn rate and
-firepower. The policy's radar column is not used: in the arena the observation is perfect
-information, so the bot instead keeps its radar locked on the enemy (the radar turns on its
-own, ``adjust_radar_for_*`` on), which makes the scanned enemy as fresh as the arena's.
-
-``ARENA_BOT_LOG=FILE`` writes one JSON line per turn (turn, round, observation, action) for
-checking the bot against the arena (tests/arena/royale/test_export.py).
+Each turn it rebuilds the arena's 25-column observation from its own state and the enemy's last
+scan, runs the policy (sampling, as it trained; ``ARENA_POLICY_MEAN=1`` uses the mean action) and
+sends the action as a ``bot-intent``. The policy's radar column is not used: the arena's
+observation is perfect information, so the bot keeps its radar locked on the enemy instead.
+``ARENA_BOT_LOG=FILE`` writes one JSON line per turn for checking the bot against the arena.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """The bot side of Robocode Tank Royale's protocol, sans I/O: JSON text ↔ messages.
 
-Tank Royale bots talk JSON text frames over a websocket; every message is an object whose
-``type`` names it (``BotHandshake``, ``BotIntent``, …) and whose fields are camelCase, as in
-Tank Royale's published schema (``schema/schemas/*.schema.yaml`` in robocode-dev/tank-royale;
-the official bot APIs' message classes are generated from it). This module:
-
-* parses what a bot sends (``bot-handshake``, ``bot-ready``, ``bot-intent``) into frozen
-  dataclasses, checking every field it uses; anything else raises :class:`RoyaleProtocolError`
-  with a message that is safe to show the bot (it goes into the close reason);
-* keeps a bot's current intent: ``bot-intent`` is a *delta*, a field only needs to be sent
-  when it changes, so :class:`IntentState` merges each message into what came before;
-* writes what the server sends (``server-handshake``, ``game-started-event-for-bot``, …) as
-  compact JSON text.
-
-Unknown fields of a known message are ignored (the schema allows additions; the official
-Python API itself adds a ``session_id`` beside ``sessionId``). No I/O and no engine here:
-``arena.royale.game`` builds the tick events, ``arena.royale.server`` moves the text.
+Tank Royale bots talk JSON text frames whose ``type`` names the message and whose fields are
+camelCase, as in Tank Royale's published schema. This module parses what a bot sends
+(``bot-handshake``, ``bot-ready``, ``bot-intent``) into frozen dataclasses, raising
+:class:`RoyaleProtocolError` with a message safe to show the bot; merges each ``bot-intent``
+(a *delta*) into the bot's current intent (:class:`IntentState`); and writes what the server
+sends as compact JSON. Unknown fields of a known message are ignored (the schema allows
+additions). ``arena.royale.game`` builds the tick events, ``arena.royale.server`` moves the text.
 """
 
 from __future__ import annotations
@@ -116,8 +107,8 @@ class RoyaleProtocolError(ValueError):
 def dumps(message: dict[str, Any]) -> str:
     """Compact JSON text of one message.
 
-    orjson, not ``json``: a tick event is ~10x cheaper (1.6 µs instead of 17), and there is one
-    per bot every turn. The schema has no NaN (orjson would write one as ``null``).
+    orjson, not ``json``: a tick event is an order of magnitude cheaper, and there is one per bot
+    every turn (docs/royale.md, "Speed"). The schema has no NaN (orjson would write one as ``null``).
     """
     return orjson.dumps(message).decode()
 

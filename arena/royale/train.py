@@ -1,21 +1,16 @@
 """Tank Royale bots as the opponents of a learning bot: ``arena train --opponent royale:PATH``.
 
 ``arena.bots.play.play_learning_bot`` drives tank 0 of ``n`` matches and asks an opponent
-*controller* for tank 1's actions. For a Tank Royale opponent, tank 1 of each of its matches is
-driven by one booted bot process over the Tank Royale protocol: :class:`RoyaleOpponents` runs
-the endpoint on a thread of its own (an asyncio loop) and plays a
-:class:`~arena.royale.game.RoyaleGame` of endless rounds over the learner's battle, through the
-two hooks ``play_learning_bot`` offers:
-
-* ``opponent_factory`` gives a :class:`RoyaleController` for each ``royale:PATH`` kind; its
-  ``act`` waits (lockstep, bounded by the turn timeout) for the bots' intents of this turn and
-  returns them as actions, and its ``reset`` starts the new rounds for those bots;
-* ``watch`` sees the battle after every step: the first call binds the game to the battle, and
-  each turns the step's events into the bots' tick events.
+*controller* for tank 1's actions. For a Tank Royale opponent, tank 1 of each match is one booted
+bot process: :class:`RoyaleOpponents` runs the endpoint on a thread of its own (an asyncio loop)
+and plays a :class:`~arena.royale.game.RoyaleGame` of endless rounds over the learner's battle,
+through ``play_learning_bot``'s two hooks: ``opponent_factory`` (a :class:`RoyaleController`
+whose ``act`` waits, lockstep and bounded by the turn timeout, for the bots' intents) and
+``watch`` (the battle after every step, turned into the bots' tick events).
 
 The learner's thread blocks while the loop thread touches the game or the battle, so the two
-never run at once. The first turn of the first round has no intents (no tick was sent yet),
-as every Tank Royale round's turn 1.
+never run at once. The first turn of the first round has no intents, as every Tank Royale
+round's turn 1.
 """
 
 from __future__ import annotations
