@@ -2,8 +2,8 @@
 
 A :class:`Segment` is one agent's consecutive steps from one bot, held in plain numpy
 arrays. Segments are built from the bots' batches and consumed by the agent; they never
-hold tensors (the original trainer lost a bot thread to tensors freed on the wrong
-thread's heap — plain arrays are safe to hand over).
+hold tensors (a tensor freed on another thread than its owner's can take that thread down;
+plain arrays are safe to hand over).
 
 A terms-mode segment carries the run's :class:`TermsReward`, the game's reward function
 that turns its raw terms into rewards: the learning code applies it and never knows the

@@ -26,17 +26,15 @@ OFF_POLICY_QUEUED_PUBLISHES = 16
 """An off-policy agent's default bound: credit is withheld once this many publishes' worth of steps
 (``agent.publish_steps``: 64 at TD3's defaults, so 1,024 steps) are queued. A bot far faster than the
 trainer then waits for it, the update-to-data ratio the config states is the one the run gets, and the
-bot acts with weights at most ~16 publishes old. Bounded only in bytes (8,192+ steps), a 7,900 steps/s
-Pendulum bot still acted with version 0 at step 16,000 and left 7,552 of 20,000 steps untrained at its end;
-``bench/pendulum.py`` met its target with a 1,024-step bound."""
+bot acts with weights at most ~16 publishes old. Bounded only in bytes, a fast bot outran the trainer and
+left much of its data untrained (docs/agents.md, "Pace: warm-up, update-to-data ratio, publishing")."""
 
 ON_POLICY_QUEUED_UPDATES = 1
 """Updates' worth of steps an on-policy agent's queue holds before credit is withheld.
 
 One: bots collect the next rollout while the trainer trains on this one, so a rollout is
-trained about one version after it was acted. A deeper queue only ages the data: bounded by
-bytes alone (two updates' worth to the high-water mark), 32k-step rollouts kept 108k steps
-queued and trained every rollout 4-6 versions late. Off-policy agents have a bound of their own
+trained about one version after it was acted. A deeper queue only ages the data (docs/architecture.md,
+"Queue depth for an on-policy learner"). Off-policy agents have a bound of their own
 (:data:`OFF_POLICY_QUEUED_PUBLISHES`): for them age does not matter (a replay buffer takes any
 policy's data), the update-to-data ratio does.
 """

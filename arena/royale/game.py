@@ -11,16 +11,14 @@ Call order, once per turn (``arena.royale.match`` and ``arena.royale.train`` do 
    ``round-ended``/``game-ended``) and marks the seats that now owe an intent;
 3. intents arrive (:meth:`intent`) until every seat answered or the turn timeout; seats still
    owing one get :meth:`skipped`;
-4. the caller resets ended rounds and sends :meth:`round_started`, in the *next* turn, as Tank
-   Royale's server does: a bot still alive at a round's end owes an intent for its last tick
-   too, but not answering it is no skipped turn (docs/royale.md, "A round's end"). After the
-   game's last round nothing more is waited for.
+4. the caller resets ended rounds and sends :meth:`round_started` after step 3, so a round's last
+   tick is waited for like any other, as Tank Royale does; not answering it is no skipped turn,
+   and after the game's last round nothing is waited for (docs/royale.md, "A round's end").
 
-The tick event of turn ``n`` shows the state after ``n`` steps of the round, and a round's first
-step runs without intents, as Tank Royale's turn 1.
-
-Conventions match Tank Royale's without conversion (origin bottom-left, y up, degrees, 0 = east,
-counter-clockwise positive); a bot's id is its tank index + 1.
+The tick event of turn ``n`` shows the state after ``n`` steps of the round; a round's first step
+runs without intents, as Tank Royale's turn 1. Conventions match Tank Royale's without conversion
+(origin bottom-left, y up, degrees, 0 = east, counter-clockwise positive); a bot's id is its tank
+index + 1.
 """
 
 from __future__ import annotations
