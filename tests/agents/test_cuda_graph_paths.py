@@ -17,7 +17,7 @@ import torch
 
 from agents import PPOAgent, TD3Agent, TD3Config
 from bench.td3 import DirectTD3
-from tests.agents.test_ppo import change_loss, config, make_segments, replace_column, snapshot
+from tests.agents.ppo.test_agent import change_loss, config, make_segments, replace_column, snapshot
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

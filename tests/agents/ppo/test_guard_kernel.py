@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from agents import PPOAgent
-from agents.guard_kernel import GuardLimits, guard_and_clip
-from tests.agents.test_ppo import FLOOR, all_params, change_loss, config, make_segments
+from agents.ppo.guard_kernel import GuardLimits, guard_and_clip
+from tests.agents.ppo.test_agent import FLOOR, all_params, change_loss, config, make_segments
 
 STATS = 7  # loss, then six statistics
 

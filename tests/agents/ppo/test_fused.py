@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from agents import PPOAgent, PPOConfig, Segment, SegmentEnd
-from agents.fused import actor_critic_forward
+from agents.ppo.fused import actor_critic_forward
 
 OBS, ACT = 7, 3
 

@@ -633,7 +633,7 @@ def test_proximal_anchor_keeps_the_nan_guard():
 
 
 def test_minibatch_advantage_normalization_centers_each_minibatch():
-    from agents.ppo import _renormalize
+    from agents.ppo.agent import _renormalize
 
     adv = torch.tensor([1.0, 2.0, 3.0, 10.0])
     out = _renormalize(adv)

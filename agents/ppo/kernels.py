@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from . import common, guard_kernel, loss_kernel
-from .common import compute_gae_flat
+from .. import common
+from ..common import compute_gae_flat
+from . import guard_kernel, loss_kernel
 
 __all__ = ["compile_all", "dispatchers"]
 

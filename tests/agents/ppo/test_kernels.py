@@ -6,8 +6,9 @@ torch's in ``tests/agents/test_guard_kernel.py``, GAE in ``tests/agents/test_com
 
 from __future__ import annotations
 
-from agents import PPOAgent, common, guard_kernel, kernels, loss_kernel
-from tests.agents.test_ppo import config, make_segments
+from agents import PPOAgent, common
+from agents.ppo import guard_kernel, kernels, loss_kernel
+from tests.agents.ppo.test_agent import config, make_segments
 
 
 def test_the_warm_up_compiles_every_variant_the_cpu_step_calls():

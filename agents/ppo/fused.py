@@ -36,7 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from .loss_kernel import STATS, LossWeights, loss_and_head_gradients
-from .networks import Critic, GaussianActor
+from ..networks import Critic, GaussianActor
 
 __all__ = [
     "FlatGradients",

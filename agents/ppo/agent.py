@@ -31,15 +31,15 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from .adam import adam_step
-from .common import Segment, SegmentEnd, compute_gae_flat, normalize_advantages, segment_rewards
-from .distributed import GradientSync
+from ..adam import adam_step
+from ..common import Segment, SegmentEnd, compute_gae_flat, normalize_advantages, segment_rewards
+from ..distributed import GradientSync
 from .fused import FlatGradients, actor_critic_forward, actor_critic_pass, clipped_surrogate, write_ppo_gradients
 from .guard_kernel import GuardLimits, guard_and_clip
-from .guards import adam_step_unless
+from ..guards import adam_step_unless
 from .loss_kernel import STATS, LossWeights
-from .networks import Critic, GaussianActor, check_same_shapes
-from .ppo_config import PPOConfig
+from ..networks import Critic, GaussianActor, check_same_shapes
+from .config import PPOConfig
 
 __all__ = ["PPOAgent", "PPOConfig", "adam_step_unless"]
 
