@@ -6,7 +6,8 @@
 # Steps, each under its own `timeout`, each continuing after a failure of the one before:
 #   1. environment: GPU, python, torch/CUDA versions; `pip install torch` only if torch cannot
 #      see a GPU, then any missing test dependency, then this package (editable, no deps);
-#   2. tests/agents/test_cuda_graph_paths.py (the CUDA tests compare graph and eager updates);
+#   2. tests/agents/ppo/test_steps.py and tests/agents/test_td3_graph.py (the CUDA tests compare graph and
+#      eager updates);
 #   3. python bench/td3.py --device cuda --quick (TD3 fused eager / graph / direct, and PPO
 #      eager vs graph: the targets are graph >= 8x eager).
 # Everything lands in "$OUT" (logs, junit xml, the benchmark's JSON line); a summary is printed
@@ -65,7 +66,7 @@ fi
 [ "$NO_INSTALL" != 1 ] && run pip_package 60 "$PY" -m pip install -q --no-deps --no-build-isolation -e .
 
 # ── 2. tests ─────────────────────────────────────────────────────────────────
-PYTEST=("$PY" -m pytest tests/agents/test_cuda_graph_paths.py -v -rs -p no:cacheprovider --junitxml="$OUT/pytest.xml")
+PYTEST=("$PY" -m pytest tests/agents/ppo/test_steps.py tests/agents/test_td3_graph.py -v -rs -p no:cacheprovider --junitxml="$OUT/pytest.xml")
 if ! "$PY" -c "import tests.conftest" >/dev/null 2>&1; then
     # The shared conftest needs the server's dependencies; without them, provide its one
     # fixture these tests use from a plugin and skip the conftest.

@@ -41,8 +41,8 @@ def compile_kernels(ppo: bool, tank: bool, drawn: bool = True) -> tuple[str, boo
     parts: list[str] = []
     dispatchers: list[Any] = []
     since, started = time.time(), time.perf_counter()
-    if ppo:  # the CPU step's loss, guards and GAE (agents/kernels.py)
-        from agents import kernels as ppo_kernels
+    if ppo:  # the CPU step's loss, guards and GAE (agents/ppo/kernels.py)
+        from agents.ppo import kernels as ppo_kernels
 
         ppo_kernels.compile_all()
         dispatchers += ppo_kernels.dispatchers()

@@ -455,7 +455,7 @@ async def warm_trainer(server: TrainingServer) -> None:
     """Wait for the trainer's first update, fed by the observers' steps (512 fill the test agent's rollout).
 
     The first PPO update is a one-time cost that has nothing to do with the attack: it imports numba
-    and LLVM (llvmlite) and compiles or loads its kernels (:mod:`agents.kernels`), 40-110 MiB of RSS.
+    and LLVM (llvmlite) and compiles or loads its kernels (:mod:`agents.ppo.kernels`), 40-110 MiB of RSS.
     Taken after the baseline, it lands inside the measured window whenever the attack outlasts the
     observers' first 512 steps (~0.8 s at 8 observers: a loaded or slower machine), and fails the bound.
     """

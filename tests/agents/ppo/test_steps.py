@@ -1,10 +1,8 @@
-"""The CUDA-graph paths of PPO and TD3 against their eager references.
+"""agents/ppo/steps.py: the path each agent runs, and the paths against the reference step.
 
-On the CPU: the device-side skip guard of the PPO graph path (:meth:`PPOAgent._guarded_step`,
-run without a graph) against the eager loop, on clean, NaN-poisoned and exploding
-minibatches, and the TD3 benchmark's direct baseline against the fused agent (fused Adam's
-skip input itself: tests/agents/test_guards.py). With a GPU: graph and eager updates from
-identical states agree.
+On the CPU: the step a CUDA graph captures (:class:`BranchlessStep`, run without a graph) and the
+multi-rank step over one rank against the reference (:class:`EagerStep`), bit for bit, on clean,
+NaN-poisoned and exploding minibatches. With a GPU: graph and eager updates from identical states agree.
 """
 
 from __future__ import annotations
@@ -15,9 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from agents import PPOAgent, TD3Agent, TD3Config
-from bench.td3 import DirectTD3
-from tests.agents.test_ppo import change_loss, config, make_segments, replace_column, snapshot
+from agents import PPOAgent
+from agents.distributed import GradientAverager
+from agents.ppo.steps import BranchlessStep, EagerStep, GraphStep, MultiRankStep, WrittenOutStep, choose_step
+from tests.agents.ppo.test_agent import change_loss, config, make_segments, replace_column, snapshot
+from tests.agents.test_distributed import world_of_one  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -25,6 +25,15 @@ cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CU
 
 LENGTHS = (40, 30, 30)
 """100 steps: with minibatch 32, three full minibatches and a partial one of 4 per epoch."""
+
+
+def test_each_device_and_option_gets_its_path():
+    """One rank on the CPU: the written-out step (fused) or the reference; CUDA: the graph or the reference."""
+    assert choose_step(config()) is WrittenOutStep
+    assert choose_step(config(fused=False)) is EagerStep
+    assert choose_step(config(device="cuda")) is GraphStep
+    assert choose_step(config(device="cuda", cuda_graph=False)) is EagerStep
+    assert choose_step(config(), sync=lambda params, ok: ok) is MultiRankStep
 
 
 def cpu_segments(seed: int = 0, poisoned: str = "none"):
@@ -36,10 +45,11 @@ def ppo_pair(device: str = "cpu", **overrides: object) -> tuple[PPOAgent, PPOAge
     """(eager, branchless) agents with one seed, so identical weights; on CUDA the second uses the graph."""
     eager = PPOAgent(config(rollout_steps=100, device=device, cuda_graph=False, **overrides))
     branchless = PPOAgent(config(rollout_steps=100, device=device, cuda_graph=True, **overrides))
-    branchless.use_graph = True  # on the CPU: the same guarded step, run without a graph
-    # The eager loop's guards in torch too, so the two agree bit for bit (the compiled guards the
-    # CPU step uses by default agree with them to float rounding: tests/agents/test_guard_kernel.py).
-    eager._guards_compiled = False
+    if device == "cpu":
+        branchless.use_step(BranchlessStep)  # the step a graph captures, run without one
+    # The reference's guards in torch, so the two agree bit for bit (the compiled guards the CPU
+    # step uses by default agree with them to float rounding: test_guard_kernel.py).
+    eager.use_step(EagerStep)
     return eager, branchless
 
 
@@ -129,13 +139,20 @@ def test_branchless_update_keeps_the_log_std_floor_gate_and_clamp(monkeypatch):
 
 
 def test_cuda_graph_is_ignored_on_the_cpu():
-    """cuda_graph defaults to True but only a CUDA device uses it; a checkpoint load forgets any captured graph."""
+    """cuda_graph defaults to True but only a CUDA device uses it."""
     agent = PPOAgent(config())
-    assert agent.config.cuda_graph and not agent.use_graph
-    agent._graph = object()  # type: ignore[assignment]  # stands for a captured graph
-    agent._warmup_left = 0
+    assert agent.config.cuda_graph and isinstance(agent.step, WrittenOutStep)
+
+
+def test_a_checkpoint_load_keeps_the_path_and_forgets_a_captured_graph():
+    """Loading replaces Adam, whose state a graph captured: the same path is rebuilt over the new one, to capture again."""
+    agent = PPOAgent(config())
+    agent.use_step(GraphStep)
+    assert isinstance(agent.step, GraphStep)
+    agent.step.graph = object()  # type: ignore[assignment]  # stands for a captured graph
+    agent.step.warmup_left = 0
     agent.load_state_dict(agent.state_dict())
-    assert agent._graph is None and agent._warmup_left > 0
+    assert isinstance(agent.step, GraphStep) and agent.step.graph is None and agent.step.warmup_left > 0
 
 
 def test_checkpoint_load_keeps_this_devices_capturable_flag():
@@ -147,53 +164,28 @@ def test_checkpoint_load_keeps_this_devices_capturable_flag():
     assert agent.optimizer.param_groups[0]["capturable"] is False
 
 
-def small_td3(device: str = "cpu", **overrides: object) -> TD3Agent:
-    """A small TD3 without smoothing noise (so no RNG enters an update), its replay filled with random transitions."""
-    settings: dict = {
-        "obs_dim": 5,
-        "act_dim": 2,
-        "hidden": (32, 32),
-        "batch_size": 16,
-        "buffer_size": 512,
-        "warmup_steps": 0,
-        "target_noise": 0.0,
-        "device": device,
-    }
-    settings.update(overrides)
-    agent = TD3Agent(TD3Config(**settings))
-    rng = np.random.default_rng(0)
-    n = 512
-    agent.replay.add(
-        rng.normal(size=(n, 5)).astype(np.float32),
-        rng.uniform(-1, 1, size=(n, 2)).astype(np.float32),
-        rng.normal(size=n).astype(np.float32),
-        rng.normal(size=(n, 5)).astype(np.float32),
-        (rng.random(n) < 0.1).astype(np.float32),
-    )
-    return agent
+# ── several ranks (one here) ─────────────────────────────────────────────────
 
 
-def test_bench_direct_baseline_computes_the_fused_update():
-    """bench/td3.py's direct baseline (separate critics, loop Polyak) reaches the fused agent's weights on the same batches."""
-    fused = small_td3()
-    direct = DirectTD3(fused)
-    for _ in range(3):
-        fused.run_cycle()
-        direct.run_cycle()
-    assert direct.updates == fused.updates == 6
-
-    def params(*modules: torch.nn.Module) -> list[torch.Tensor]:
-        return [p for m in modules for p in m.parameters()]
-
-    pairs = [
-        (params(fused.actor), params(direct.actor)),
-        (params(fused.actor_target), params(direct.actor_target)),
-        (params(*fused.critic.split()), params(*direct.critics)),
-        (params(*fused.critic_target.split()), params(*direct.critic_targets)),
-    ]
-    for ours, theirs in pairs:
-        for a, b in zip(ours, theirs, strict=True):
-            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+@pytest.mark.usefixtures("world_of_one")
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_multi_rank_update_over_one_rank_equals_the_reference(fused):
+    """Averaged over one rank a gradient is itself (x / 1 == x): the multi-rank step is the reference's, bit for bit,
+    through a checkpoint load (which keeps the path)."""
+    reference = PPOAgent(config(rollout_steps=100, fused=fused))
+    reference.use_step(EagerStep)
+    ranked = PPOAgent(config(rollout_steps=100, fused=fused))
+    sync = GradientAverager()
+    ranked.distribute(sync)
+    assert isinstance(ranked.step, MultiRankStep) and ranked.gradient_sync is sync
+    for seed, poisoned in ((0, "row"), (1, "none")):
+        segments = cpu_segments(seed, poisoned)
+        reference.observe(segments)
+        ranked.observe(segments)
+        assert_same_update(reference, ranked, reference.update(), ranked.update())
+        ranked.load_state_dict(ranked.state_dict())
+        assert isinstance(ranked.step, MultiRankStep)
+    assert sync.calls == 2 * 2 * 4  # updates x epochs x minibatches
 
 
 # ── CUDA: graph against eager ────────────────────────────────────────────────
@@ -204,13 +196,13 @@ def test_bench_direct_baseline_computes_the_fused_update():
 def test_ppo_graph_update_equals_eager_on_cuda(poisoned):
     """Two updates (warm-up, capture, replays, a partial minibatch eagerly) match the eager loop's."""
     eager, graph = ppo_pair("cuda")
-    assert graph._static is not None and not eager.use_graph
+    assert isinstance(graph.step, GraphStep) and isinstance(eager.step, EagerStep)
     for seed in (0, 1):
         segments = cpu_segments(seed, poisoned)
         eager.observe(segments)
         graph.observe(segments)
         m_eager, m_graph = eager.update(), graph.update()
-        assert graph._graph is not None
+        assert graph.step.graph is not None
         assert m_graph["train/skipped_minibatches"] == (2.0 if poisoned == "row" else 0.0)
         assert_same_update(eager, graph, m_eager, m_graph, atol=1e-5)
 
@@ -225,42 +217,8 @@ def test_ppo_graph_recaptures_after_a_checkpoint_load():
     # A deep copy, as a checkpoint file would give: optimizer.load_state_dict keeps the very
     # tensors it is handed when device and dtype already match, so the two Adams would share moments.
     graph.load_state_dict(copy.deepcopy(eager.state_dict()))
-    assert graph._graph is None and graph.optimizer.param_groups[0]["capturable"]
+    assert graph.step.graph is None and graph.optimizer.param_groups[0]["capturable"]
     segments = cpu_segments(1)
     eager.observe(segments)
     graph.observe(segments)
     assert_same_update(eager, graph, eager.update(), graph.update(), atol=1e-5)
-
-
-@cuda_only
-def test_td3_graph_cycle_equals_eager_cycle_on_cuda():
-    """From identical states (weights, Adam, replay, sampling RNG), graph cycles and eager cycles give the same weights."""
-    graph = small_td3("cuda", save_replay=True)
-    assert graph.use_graph
-    graph.run_cycle()  # captures (after its warm-up cycles), then replays once
-    eager = small_td3("cuda", save_replay=True, cuda_graph=False)
-    assert not eager.use_graph
-    eager.load_state_dict(copy.deepcopy(graph.state_dict()))  # deep: see the PPO checkpoint test
-    for _ in range(4):
-        graph.run_cycle()
-        eager.run_cycle()
-    for name in ("actor", "critic", "actor_target", "critic_target"):
-        for a, b in zip(getattr(eager, name).parameters(), getattr(graph, name).parameters(), strict=True):
-            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=lambda text, name=name: f"{name}: {text}")
-    torch.testing.assert_close(graph._stats, eager._stats, rtol=1e-4, atol=1e-5)
-
-
-@cuda_only
-def test_td3_graph_agent_resumes_from_an_eager_checkpoint_on_cuda():
-    """A graph agent loading an eager run's checkpoint (capturable=False, step counts on the CPU) captures and matches."""
-    eager = small_td3("cuda", save_replay=True, cuda_graph=False)
-    eager.run_cycle()
-    graph = small_td3("cuda", save_replay=True)
-    graph.load_state_dict(copy.deepcopy(eager.state_dict()))
-    graph.run_cycle()  # warm-up cycles and capture: more updates than the eager agent's one cycle
-    eager.load_state_dict(copy.deepcopy(graph.state_dict()))
-    for _ in range(3):
-        graph.run_cycle()
-        eager.run_cycle()
-    for a, b in zip(eager.actor.parameters(), graph.actor.parameters(), strict=True):
-        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)

@@ -75,7 +75,7 @@ class PPOConfig:
     Same math and guards as the eager loop, with the skip decided on the device. A final
     partial minibatch (steps not a multiple of ``minibatch_size``) runs the same step eagerly."""
     fused: bool = True
-    """Run the minibatch step with its maths written out (:mod:`agents.fused`): on the CPU with no
+    """Run the minibatch step with its maths written out (:mod:`agents.ppo.fused`): on the CPU with no
     autograd at all (the loss in one compiled loop, the gradients into one buffer, Adam's kernel
     called directly, the guards in a second compiled call), on CUDA as two hand-differentiated
     autograd nodes in the captured graph. The same maths to float32 rounding, and markedly more

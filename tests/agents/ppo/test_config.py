@@ -1,4 +1,4 @@
-"""agents/ppo_config.py: every invalid hyperparameter is refused when the config is made, by name."""
+"""agents/ppo/config.py: every invalid hyperparameter is refused when the config is made, by name."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tests.agents.test_ppo import config
+from tests.agents.ppo.test_agent import config
 
 
 @pytest.mark.parametrize(

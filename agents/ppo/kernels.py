@@ -1,7 +1,7 @@
 """The PPO learner's compiled loops, compiled (or loaded from numba's disk cache) in one call.
 
-Why: the CPU step calls three numba loops (the loss, :mod:`agents.loss_kernel`; the guards,
-:mod:`agents.guard_kernel`; GAE, :func:`agents.common.compute_gae_flat`), each compiled on first
+Why: the CPU step calls three numba loops (the loss, :mod:`agents.ppo.loss_kernel`; the guards,
+:mod:`agents.ppo.guard_kernel`; GAE, :func:`agents.common.compute_gae_flat`), each compiled on first
 use. The first compile on a machine takes a few seconds; ``arena train`` calls :func:`compile_all`
 before its budget's clock starts, so the first update neither spends the budget nor holds the
 trainer thread on it.
@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from . import common, guard_kernel, loss_kernel
-from .common import compute_gae_flat
+from .. import common
+from ..common import compute_gae_flat
+from . import guard_kernel, loss_kernel
 
 __all__ = ["compile_all", "dispatchers"]
 

@@ -2,20 +2,18 @@
 
 Why: between the networks' forward and backward a PPO minibatch step computes, per row, a
 Gaussian log-density, a clamped ratio, the clipped objective and its derivative, the value
-error, and a few sums. In torch that is ~60 calls on (1024 x 5) and (1024,) tensors, each
-~3 us of dispatch for well under a microsecond of arithmetic: ~300 us, a sixth of the step
-on this CPU. Here it is one numba loop over the rows (~20 us), no compiler needed on the
-user's machine (numba ships wheels), compiled on first use and cached on disk.
+error, and a few sums. In torch that is dozens of calls on small tensors, each costing far more
+in dispatch than in arithmetic. Here it is one numba loop over the rows, no compiler needed on
+the user's machine (numba ships wheels), compiled on first use and cached on disk.
 
-The maths is :func:`agents.fused._surrogate_forward` and ``_surrogate_backward`` with the
-entropy bonus, the mean-bound penalty and the log-std clamp of
-:meth:`agents.ppo.PPOAgent._minibatch_loss` folded in, and autograd's rule at every kink:
+The maths is the reference loss, :func:`agents.ppo.loss.minibatch_loss` (the entropy bonus, the
+mean-bound penalty and the log-std clamp with the surrogate), and autograd's rule at every kink:
 the log-ratio clamp passes gradient only strictly inside its bounds (a NaN or infinite old
 log-prob gets none, and makes the loss NaN, so the skip guard drops the step), the ratio clip
 only inside [1 - eps, 1 + eps], ``minimum`` gives each side half where they tie, the log-std
 clamp passes gradient inside its bounds inclusive, and the entropy bonus is gated off for a
-log-std at its ceiling. Sums run in float64. ``tests/agents/test_fused.py`` checks values and
-gradients against autograd in float64 at every kink.
+log-std at its ceiling. Sums run in float64. ``tests/agents/ppo/test_fused.py`` checks values and
+gradients against the reference in float64 at every kink.
 """
 
 from __future__ import annotations
@@ -28,7 +26,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["STATS", "LossWeights", "compile_kernel", "loss_and_head_gradients"]
+from .stats import STEP_STATS
+
+__all__ = ["LossWeights", "compile_kernel", "loss_and_head_gradients"]
 
 
 class LossWeights(NamedTuple):
@@ -43,9 +43,6 @@ class LossWeights(NamedTuple):
     log_std_min: float
     log_std_max: float
 
-
-STATS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "mean_excess")
-"""The kernel's ``stats`` vector, in order."""
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -149,8 +146,9 @@ def _kernel(
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
     if bound_coef > 0.0:
         loss += bound_coef * mean_excess
-    stats[0], stats[1], stats[2], stats[3] = loss, policy_loss, value_loss, entropy
-    stats[4], stats[5], stats[6] = kl_sum * inv_rows, clipped_rows * inv_rows, mean_excess
+    # STEP_STATS' order: policy_loss, value_loss, entropy, approx_kl, clip_fraction, mean_excess, loss
+    stats[0], stats[1], stats[2], stats[3] = policy_loss, value_loss, entropy, kl_sum * inv_rows
+    stats[4], stats[5], stats[6] = clipped_rows * inv_rows, mean_excess, loss
 
 
 _compiled: Callable[..., None] | None = None
@@ -165,7 +163,8 @@ def loss_and_head_gradients(
     grads: tuple[NDArray[Any], NDArray[Any], NDArray[Any]],
     stats: NDArray[np.float64],
 ) -> None:
-    """Fill ``grads`` = (d loss/d mean, d loss/d value, d loss/d raw log-std) and ``stats`` (:data:`STATS`).
+    """Fill ``grads`` = (d loss/d mean, d loss/d value, d loss/d raw log-std) and ``stats`` (a
+    :data:`agents.ppo.stats.STEP_STATS` vector).
 
     ``batch`` is (actions, old log-probs, advantages, returns); arrays may be strided (columns
     of the packed rollout). The first call compiles the kernel, or loads it from numba's cache.
@@ -181,8 +180,8 @@ def loss_and_head_gradients(
 def compile_kernel() -> float:
     """Compile (or load from numba's cache) the float32 kernel on a tiny batch; the seconds it took.
 
-    ~2 s the first time on a machine, ~0.3 s from the cache. ``arena train`` calls it before its
-    budget's clock starts, so the first update does not hold the trainer thread (and the GIL) for it.
+    ``arena train`` calls it before its budget's clock starts, so the first update does not hold the
+    trainer thread (and the GIL) for the compile.
     """
     started = time.perf_counter()
     rows, dims = 3, 2  # both above 1, or numba would see the transposed arrays as row-major too
@@ -195,5 +194,5 @@ def compile_kernel() -> float:
     batch = (packed[:, :dims], packed[:, dims], packed[:, dims + 1], packed[:, dims + 2])
     weights = LossWeights(0.2, 20.0, 0.5, 0.0, 1.0, 0.0, -3.0, 0.0)
     grads = (grad_mean, grad_value, log_std.copy())
-    loss_and_head_gradients(mean, log_std, value, batch, weights, grads, np.empty(len(STATS)))
+    loss_and_head_gradients(mean, log_std, value, batch, weights, grads, np.empty(len(STEP_STATS)))
     return time.perf_counter() - started

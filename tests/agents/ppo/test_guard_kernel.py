@@ -1,4 +1,4 @@
-"""agents/guard_kernel.py: the compiled guards decide, gate, clip and count as the torch guards do."""
+"""agents/ppo/guard_kernel.py: the compiled guards decide, gate, clip and count as the reference (guards.py) does."""
 
 from __future__ import annotations
 
@@ -9,18 +9,19 @@ import pytest
 import torch
 
 from agents import PPOAgent
-from agents.guard_kernel import GuardLimits, guard_and_clip
-from tests.agents.test_ppo import FLOOR, all_params, change_loss, config, make_segments
-
-STATS = 7  # loss, then six statistics
+from agents.ppo.guard_kernel import guard_and_clip
+from agents.ppo.guards import GuardLimits
+from agents.ppo.stats import STEP_STATS, TERMS, TOTALS
+from agents.ppo.steps import EagerStep, WrittenOutStep
+from tests.agents.ppo.test_agent import FLOOR, all_params, change_loss, config, make_segments
 
 
 def twins(**overrides) -> tuple[PPOAgent, PPOAgent]:
-    """Two identical written-out agents: the first guards in the kernel, the second in torch."""
+    """Two identical agents with written-out gradients: the first guards in the kernel, the second in torch."""
     compiled, reference = PPOAgent(config(**overrides)), PPOAgent(config(**overrides))
     reference.load_state_dict(compiled.state_dict())
-    assert compiled._guards_compiled
-    reference._guards_compiled = False
+    assert isinstance(compiled.step, WrittenOutStep)
+    reference.use_step(EagerStep)
     return compiled, reference
 
 
@@ -41,10 +42,14 @@ def test_an_update_equals_the_torch_guards(monkeypatch, clip_per_network, scale)
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
 
 
+STEP = {name: float(i + 1) for i, name in enumerate(STEP_STATS)}
+"""A step's statistics, each a different number."""
+
+
 def _call(grads: np.ndarray, split: int, log_std: np.ndarray, loss: float, limits: GuardLimits):
-    stats, totals = np.arange(1.0, STATS + 1), np.zeros(STATS + 2)
+    stats, totals = np.array([STEP[name] for name in STEP_STATS]), np.zeros(len(TOTALS))
     ok = guard_and_clip(grads, split, log_std, loss, stats, np.array(limits, dtype=np.float64), totals)
-    return ok, totals
+    return ok, dict(zip(TOTALS, totals.tolist(), strict=True))
 
 
 def test_the_floor_gate_drops_only_a_downward_gradient_at_the_floor():
@@ -65,14 +70,14 @@ def test_a_non_finite_or_huge_step_is_counted_as_skipped_and_nothing_else(poison
         grads[7] = poison
     ok, totals = _call(grads, 4, np.zeros(2, np.float32), loss, GuardLimits(FLOOR, 1.0, 1e15, True))
     assert not ok
-    assert totals.tolist() == [0.0] * (STATS + 1) + [1.0]
+    assert totals == {**dict.fromkeys(TOTALS, 0.0), "skipped": 1.0}
 
 
 def test_an_ok_step_adds_its_statistics_norm_and_count():
     grads = np.array([3.0, 0.0, 0.0, 4.0, 0.0, 0.0], np.float32)  # the log-std's 2, then the actor's to 4, the critic's
     ok, totals = _call(grads, 4, np.zeros(2, np.float32), 1.0, GuardLimits(FLOOR, 100.0, 1e15, True))
     assert ok
-    assert totals.tolist() == pytest.approx([2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 5.0, 1.0, 0.0])
+    assert totals == pytest.approx({**{name: STEP[name] for name in TERMS}, "grad_norm": 5.0, "applied": 1.0, "skipped": 0.0})
 
 
 @pytest.mark.parametrize("per_network", [False, True])

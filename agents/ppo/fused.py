@@ -1,9 +1,9 @@
 """The PPO minibatch step's maths written out: both networks' pass, the clipped surrogate, their backward.
 
 Why: a PPO minibatch step on the CPU is mostly the two MLPs' matrix products, and the rest
-was per-call overhead around them: two graphs of ~12 autograd nodes each, the autograd
-engine walking them, a skinny ``1024 x 64 -> 1`` value head sent through a general matrix
-product, separate first layers for two networks that read the same observations. Here:
+is per-call overhead around them: two graphs of autograd nodes, the autograd engine walking
+them, a skinny ``rows x width -> 1`` value head sent through a general matrix product, separate
+first layers for two networks that read the same observations. Here:
 
 - both networks' first layers are one product (the weights stacked, ``obs @ [W_actor; W_critic]^T``),
   since both read the same rows;
@@ -15,14 +15,13 @@ product, separate first layers for two networks that read the same observations.
 
 :func:`ppo_gradients` (and :func:`write_ppo_gradients`, the step's own form) runs the whole minibatch
 this way with no autograd at all, the loss and its gradients in one compiled loop
-(:mod:`agents.loss_kernel`), and writes every gradient into its parameter's ``.grad``: the CPU's
-step, with the guards after it (:mod:`agents.guard_kernel`) ~2x the gradient steps a second of the
-plain modules through autograd (``bench/learner.py``). :func:`actor_critic_forward` and :func:`clipped_surrogate`
-wrap the same functions as autograd nodes for CUDA, where the captured graph already removes the
-per-call overhead the written-out step saves.
+(:mod:`agents.ppo.loss_kernel`), and writes every gradient into its parameter's ``.grad``: the
+CPU's written-out step (``bench/learner.py`` measures it against the autograd reference).
+:func:`fused_surrogate` wraps the same functions as two autograd nodes for CUDA, where the captured
+graph already removes the per-call overhead the written-out step saves.
 
-The maths is the same as ``nn.Sequential``'s and autograd's to float32 rounding
-(``tests/agents/test_fused.py`` compares values and every gradient in float64, at every kink of
+The maths is :mod:`agents.ppo.loss`'s, the reference, to float32 rounding
+(``tests/agents/ppo/test_fused.py`` compares values and every gradient in float64, at every kink of
 the surrogate), so every guard of the step reads the same numbers on either path.
 """
 
@@ -35,14 +34,20 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .loss_kernel import STATS, LossWeights, loss_and_head_gradients
-from .networks import Critic, GaussianActor
+from ..networks import Critic, GaussianActor
+from .batch import Minibatch
+from .config import PPOConfig
+from .loss import SurrogateTerms
+from .loss_kernel import LossWeights, loss_and_head_gradients
+from .stats import STEP_STATS
 
 __all__ = [
     "FlatGradients",
     "actor_critic_forward",
     "actor_critic_pass",
     "clipped_surrogate",
+    "fused_surrogate",
+    "learner_parameters",
     "ppo_gradients",
     "write_ppo_gradients",
 ]
@@ -55,8 +60,8 @@ def _activate_(z: Tensor, activation: str, doubled: bool = False) -> Tensor:
     """The activation in place on a fresh pre-activation (tanh as 2 sigmoid(2z) - 1: see ``FastTanh``).
 
     ``doubled``: ``z`` is already 2z (the layer's weights and bias were doubled, which is exact). The
-    last two operations are one, ``-1 + 2 s`` (``add`` with ``alpha``): 8 us against 18 on a
-    ``1024 x 128`` block here, and the same float, since doubling is exact.
+    last two operations are one, ``-1 + 2 s`` (``add`` with ``alpha``): one pass over the block
+    instead of two, and the same float, since doubling is exact.
     """
     if activation == "tanh":
         sigmoid = torch.sigmoid_(z if doubled else z.mul_(2.0))
@@ -97,7 +102,7 @@ def _networks_forward(
     for i in range(1, layers - 1):
         a_outs.append(_activate_(torch.addmm(actor[2 * i + 1], a_outs[-1], actor[2 * i].t()), activation))
         c_outs.append(_activate_(torch.addmm(critic[2 * i + 1], c_outs[-1], critic[2 * i].t()), activation))
-    # Computed as (W h^T)^T: a 5-wide product runs at half the cost with the 1,024 rows as its long side.
+    # Computed as (W h^T)^T: a product a few columns wide runs faster with the rows as its long side.
     mean = torch.addmm(actor[-1].unsqueeze(1), actor[-2], a_outs[-1].t()).t()
     value = torch.mv(c_outs[-1], critic[-2][0]).add_(critic[-1])
     return mean, value, _Activations(a_outs, c_outs)
@@ -134,7 +139,7 @@ def _networks_backward(
     # The shared first layer: the observations need no gradient, only the weights do.
     a_pre = _activation_backward(a_back, a_outs[0], activation)
     c_pre = _activation_backward(c_back, c_outs[0], activation)
-    # As obs^T a_pre, transposed into place: with the 25 inputs as the short side it runs ~40% faster.
+    # As obs^T a_pre, transposed into place: with the inputs as the short side the product runs faster.
     a_grads[0].copy_(obs.t().mm(a_pre).t())
     torch.sum(a_pre, 0, out=a_grads[1])
     c_grads[0].copy_(obs.t().mm(c_pre).t())
@@ -190,8 +195,7 @@ def actor_critic_forward(actor: GaussianActor, critic: Critic, obs: Tensor) -> t
 def actor_critic_pass(actor: GaussianActor, critic: Critic, obs: Tensor, rows: int) -> tuple[Tensor, Tensor]:
     """``(actor(obs), critic(obs))`` without gradient, ``rows`` rows at a time (a minibatch's worth).
 
-    Why in pieces: on this 2-core CPU an update's 8,192-row pass ran ~7 ms in one piece and ~4.3 ms
-    in 1,024-row pieces, whose activations stay in cache between the layers.
+    Why in pieces: a minibatch's activations stay in cache between the layers; a whole rollout's do not.
     """
     actor_params, critic_params = _linear_parameters(actor.net), _linear_parameters(critic.net)
     with torch.no_grad():
@@ -212,17 +216,10 @@ class _Surrogate(NamedTuple):
 
 
 def _surrogate_forward(
-    mean: Tensor,
-    log_std: Tensor,
-    value: Tensor,
-    actions: Tensor,
-    old_logp: Tensor,
-    adv: Tensor,
-    ret: Tensor,
-    clip_epsilon: float,
-    max_log_ratio: float,
+    mean: Tensor, log_std: Tensor, value: Tensor, batch: Minibatch, clip_epsilon: float, max_log_ratio: float
 ) -> _Surrogate:
     """The losses, statistics and saved tensors of :class:`_ClippedSurrogate` (its docstring says what)."""
+    _, actions, old_logp, adv, ret = batch
     inv_std = torch.exp(-log_std)
     z = (actions - mean).mul_(inv_std)
     z_sq = z * z
@@ -273,18 +270,9 @@ class _ClippedSurrogate(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any,
-        mean: Tensor,
-        log_std: Tensor,
-        value: Tensor,
-        actions: Tensor,
-        old_logp: Tensor,
-        adv: Tensor,
-        ret: Tensor,
-        clip_epsilon: float,
-        max_log_ratio: float,
+        ctx: Any, mean: Tensor, log_std: Tensor, value: Tensor, batch: Minibatch, clip_epsilon: float, max_log_ratio: float
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        out = _surrogate_forward(mean, log_std, value, actions, old_logp, adv, ret, clip_epsilon, max_log_ratio)
+        out = _surrogate_forward(mean, log_std, value, batch, clip_epsilon, max_log_ratio)
         ctx.save_for_backward(*out.saved)
         ctx.mark_non_differentiable(out.approx_kl, out.clip_fraction)
         return out.policy_loss, out.value_loss, out.approx_kl, out.clip_fraction
@@ -294,28 +282,30 @@ class _ClippedSurrogate(torch.autograd.Function):
         ctx: Any, grad_policy: Tensor, grad_value_loss: Tensor, _kl: Tensor, _clip: Tensor
     ) -> tuple[Tensor | None, ...]:
         grad_mean, grad_log_std, grad_value = _surrogate_backward(ctx.saved_tensors, grad_policy, grad_value_loss)
-        return grad_mean, grad_log_std, grad_value, None, None, None, None, None, None
+        return grad_mean, grad_log_std, grad_value, None, None, None
 
 
 def clipped_surrogate(
-    mean: Tensor,
-    log_std: Tensor,
-    value: Tensor,
-    actions: Tensor,
-    old_logp: Tensor,
-    adv: Tensor,
-    ret: Tensor,
-    clip_epsilon: float,
-    max_log_ratio: float,
+    mean: Tensor, log_std: Tensor, value: Tensor, batch: Minibatch, clip_epsilon: float, max_log_ratio: float
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(policy loss, value loss, approx. KL, clip fraction) of one minibatch: see :class:`_ClippedSurrogate`.
 
-    ``log_std`` is the clamped log-std the actor acts with; the KL and clip fraction carry no gradient.
+    ``log_std`` is the clamped log-std the actor acts with; ``batch.obs`` is not read (``mean`` and
+    ``value`` are the networks' outputs for it). The KL and clip fraction carry no gradient.
     """
     out: tuple[Tensor, Tensor, Tensor, Tensor] = _ClippedSurrogate.apply(  # type: ignore[no-untyped-call]
-        mean, log_std, value, actions, old_logp, adv, ret, clip_epsilon, max_log_ratio
+        mean, log_std, value, batch, clip_epsilon, max_log_ratio
     )
     return out
+
+
+def fused_surrogate(actor: GaussianActor, critic: Critic, batch: Minibatch, log_std: Tensor, cfg: PPOConfig) -> SurrogateTerms:
+    """:func:`agents.ppo.loss.reference_surrogate` as two autograd nodes: both networks' pass, then the surrogate."""
+    mean, value = actor_critic_forward(actor, critic, batch.obs)
+    policy_loss, value_loss, approx_kl, clip_fraction = clipped_surrogate(
+        mean, log_std, value, batch, cfg.clip_epsilon, cfg.max_log_ratio
+    )
+    return SurrogateTerms(mean, policy_loss, value_loss, approx_kl, clip_fraction)
 
 
 # ── the whole minibatch without autograd ──────────────────────────────────────
@@ -333,9 +323,9 @@ class FlatGradients:
     """
 
     def __init__(self, actor: GaussianActor, critic: Critic) -> None:
-        self.actor_params = [actor.log_std, *_linear_parameters(actor.net)]
-        self.critic_params = _linear_parameters(critic.net)
-        self.params = [*self.actor_params, *self.critic_params]
+        self.params = learner_parameters(actor, critic)
+        split = 1 + len(_linear_parameters(actor.net))  # the log-std and the actor's layers
+        self.actor_params, self.critic_params = self.params[:split], self.params[split:]
         self._views: list[Tensor] = []
         self.buffer = torch.empty(0)
         self.actor = self.critic = self.buffer
@@ -361,35 +351,32 @@ class FlatGradients:
         return self._views[0], self._views[1:n], self._views[n:]
 
 
+def learner_parameters(actor: GaussianActor, critic: Critic) -> list[Tensor]:
+    """Every trained tensor in one order: the log-std, the actor's layers, the critic's.
+
+    The order of :class:`FlatGradients`' buffer and of the gradients the learner ranks average.
+    """
+    return [actor.log_std, *_linear_parameters(actor.net), *_linear_parameters(critic.net)]
+
+
 def ppo_gradients(
-    actor: GaussianActor,
-    critic: Critic,
-    grads: FlatGradients,
-    batch: tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
-    weights: LossWeights,
+    actor: GaussianActor, critic: Critic, grads: FlatGradients, batch: Minibatch, weights: LossWeights
 ) -> dict[str, Tensor]:
     """One minibatch's loss terms, and every parameter's gradient of the loss written into its ``.grad``.
 
-    ``batch`` is (obs, actions, old log-probs, advantages, returns). The loss is PPO's
-    ``policy_loss + value_coef * value_loss - entropy_coef * entropy (+ mean_bound_coef * mean_excess)``
-    exactly as :meth:`agents.ppo.PPOAgent._minibatch_loss` builds it in autograd, the entropy gated per
-    dimension at the log-std ceiling; the log-std's clamp passes gradient only inside its bounds, as
-    ``clamp`` does. Returned values carry no gradient.
+    The loss is :func:`agents.ppo.loss.minibatch_loss` (the advantages taken as given), the entropy gated
+    per dimension at the log-std ceiling; the log-std's clamp passes gradient only inside its bounds, as
+    ``clamp`` does. Returned values (:data:`agents.ppo.stats.STEP_STATS`) carry no gradient.
     """
-    stats = torch.empty(len(STATS), dtype=torch.float64)
+    stats = torch.empty(len(STEP_STATS), dtype=torch.float64)
     write_ppo_gradients(actor, critic, grads, batch, weights, stats)
-    return dict(zip(STATS, stats.unbind(), strict=True))
+    return dict(zip(STEP_STATS, stats.unbind(), strict=True))
 
 
 def write_ppo_gradients(
-    actor: GaussianActor,
-    critic: Critic,
-    grads: FlatGradients,
-    batch: tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
-    weights: LossWeights,
-    stats: Tensor,
+    actor: GaussianActor, critic: Critic, grads: FlatGradients, batch: Minibatch, weights: LossWeights, stats: Tensor
 ) -> None:
-    """:func:`ppo_gradients` with the loss terms written into ``stats`` (float64, :data:`agents.loss_kernel.STATS`' order).
+    """:func:`ppo_gradients` with the statistics written into ``stats`` (float64, :data:`agents.ppo.stats.STEP_STATS`).
 
     The step's own form: its statistics land in a vector it keeps, read by the guards' kernel,
     so no tensor is made per term.

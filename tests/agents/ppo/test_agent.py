@@ -1,4 +1,8 @@
-"""PPOAgent: config validation, update metrics, and every guard the Nim seed requires, triggered on purpose."""
+"""agents/ppo/agent.py: update metrics, and every guard the Nim seed requires, triggered on purpose through updates.
+
+The loss on its own: ``test_loss.py``; the guards on their own: ``test_guards.py``; the paths against each
+other: ``test_steps.py``.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import pytest
 import torch
 
 from agents import PPOAgent, PPOConfig, Segment, SegmentEnd
+from agents.ppo.batch import Minibatch
 
 OBS, ACT = 4, 2
 FLOOR, CEILING = -3.0, 0.0
@@ -90,18 +95,25 @@ def all_params(agent: PPOAgent) -> list[torch.Tensor]:
     return [*agent.actor.parameters(), *agent.critic.parameters()]
 
 
+def step_gradients(agent: PPOAgent, *batch: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The loss terms of ``batch`` (obs, actions, old log-probs, advantages, returns) as the agent's step computes
+    them, every parameter's gradient left in its ``.grad``."""
+    return agent.step.gradients.compute(Minibatch(*batch))
+
+
 def change_loss(monkeypatch, agent: PPOAgent, scale: float = 1.0, term=None) -> None:
-    """Make each minibatch's loss ``scale * loss + term()``, on the path that computes its gradients.
+    """Make each minibatch's loss ``scale * loss + term()``, on whatever computes the step's gradients.
 
     The step's gradients come from the written-out maths (the CPU's fused step) or from autograd;
     either way they are scaled here and the term's gradient is added through autograd, so the
     guards after them see what a changed loss would give.
     """
-    original = agent._minibatch_gradients
+    source = agent.step.gradients
+    original = source.compute
     params = all_params(agent)
 
-    def changed(*args):
-        out = original(*args)
+    def changed(batch: Minibatch) -> dict[str, torch.Tensor]:
+        out = original(batch)
         for p in params:
             p.grad.mul_(scale)
         out["loss"] = out["loss"] * scale
@@ -113,7 +125,7 @@ def change_loss(monkeypatch, agent: PPOAgent, scale: float = 1.0, term=None) -> 
             out["loss"] = out["loss"] + extra.detach()
         return out
 
-    monkeypatch.setattr(agent, "_minibatch_gradients", changed)
+    monkeypatch.setattr(source, "compute", changed)
 
 
 def silence_critic(agent: PPOAgent) -> None:
@@ -314,10 +326,10 @@ def test_finite_but_huge_grad_norm_is_skipped(monkeypatch):
     act = torch.from_numpy(np.concatenate([s.act for s in segments]))
     logp = torch.from_numpy(np.concatenate([s.logp for s in segments]))
     adv = torch.from_numpy(np.random.default_rng(0).normal(size=len(obs)).astype(np.float32))
-    agent._minibatch_gradients(obs, act, logp, adv, adv)
+    step_gradients(agent, obs, act, logp, adv, adv)
     base = float(torch.nn.utils.get_total_norm([p.grad for p in all_params(agent)]))
     change_loss(monkeypatch, agent, scale=1e17 / base)
-    agent._minibatch_gradients(obs, act, logp, adv, adv)
+    step_gradients(agent, obs, act, logp, adv, adv)
     seen = float(torch.nn.utils.get_total_norm([p.grad for p in all_params(agent)]))
     assert math.isfinite(seen) and seen > 1e15
     agent.observe(segments)
@@ -328,32 +340,7 @@ def test_finite_but_huge_grad_norm_is_skipped(monkeypatch):
     assert len(agent.optimizer.state) == 0
 
 
-# ── (d) log-std floor, ceiling and log-ratio clamp ───────────────────────────
-
-
-def test_floor_gate_drops_downward_gradient_and_keeps_upward():
-    """At the floor, the positive (downward) log-std gradient is zeroed; negative (upward) and off-floor ones pass."""
-    agent = PPOAgent(config(act_dim=3))
-    with torch.no_grad():
-        agent.actor.log_std.copy_(torch.tensor([FLOOR, FLOOR, -1.0]))
-    obs, actions, logp = minibatch_inputs(agent)
-    with torch.no_grad():
-        mean = agent.actor(obs)
-        std = agent.actor.clamped_log_std().exp()
-        actions[:, 0] = mean[:, 0]  # z=0: with A>0, the policy wants a narrower std (gradient +1)
-        actions[:, 1] = mean[:, 1] + 3.0 * std[1]  # z=3: wants a wider std (gradient -(9-1))
-        actions[:, 2] = mean[:, 2]
-        logp = agent.actor.log_prob(obs, actions)[0]  # ratio exactly 1
-    adv = torch.ones(len(obs))
-    agent._minibatch_gradients(obs, actions, logp, adv, torch.zeros(len(obs)))
-    coef = agent.config.entropy_coef
-    raw = agent.actor.log_std.grad.clone()
-    np.testing.assert_allclose(raw.numpy(), [1.0 - coef, -8.0 - coef, 1.0 - coef], rtol=1e-4)
-    agent._gate_log_std_floor()
-    gated = agent.actor.log_std.grad
-    assert gated[0] == 0.0  # at the floor, pushing down: dropped
-    assert gated[1] == raw[1]  # at the floor, pushing up: kept (the floor is not absorbing)
-    assert gated[2] == raw[2]  # not at the floor: untouched even though it points down
+# ── (d) log-std floor and ceiling, log-ratio clamp ──────────────────────────
 
 
 def test_update_at_floor_never_goes_below_and_accumulates_no_downward_momentum(monkeypatch):
@@ -386,20 +373,6 @@ def test_entropy_lifts_log_std_off_the_floor():
     assert (agent.actor.log_std.detach() > FLOOR).all()
 
 
-def test_entropy_gives_no_gradient_at_the_ceiling():
-    """With zero advantages and value_coef=0 the loss is -c*entropy: dlog_std is 0 at the ceiling, -c below it."""
-    agent = PPOAgent(config(value_coef=0.0, entropy_coef=0.05))
-    with torch.no_grad():
-        agent.actor.log_std.copy_(torch.tensor([CEILING, -1.0]))
-    obs, actions, logp = minibatch_inputs(agent)
-    agent._minibatch_gradients(obs, actions, logp, torch.zeros(len(obs)), torch.randn(len(obs)))
-    grad = agent.actor.log_std.grad
-    assert grad[0] == 0.0
-    assert float(grad[1]) == pytest.approx(-0.05, abs=1e-7)
-    for p in agent.critic.parameters():
-        assert not p.grad.any()
-
-
 def test_log_std_never_exceeds_the_ceiling(monkeypatch):
     """Entropy plus a strong upward push cannot move log_std past the ceiling, in the params or the export."""
     agent = PPOAgent(config(learning_rate=5e-2))
@@ -422,32 +395,6 @@ def test_log_std_never_exceeds_the_ceiling(monkeypatch):
     assert (tensors["log_std"] <= CEILING).all()
 
 
-@pytest.mark.parametrize("old_offset", [-1e6, -math.inf])
-def test_log_ratio_clamped_to_plus_20(old_offset):
-    """A hugely smaller (even -inf) old log-prob gives ratio exp(20) exactly, never inf, and a finite gradient."""
-    agent = PPOAgent(config())
-    obs, actions, logp = minibatch_inputs(agent)
-    old = logp + old_offset
-    adv = -torch.ones(len(obs))  # negative advantages choose the unclipped r*A branch, exposing r itself
-    mb = agent._minibatch_loss(obs, actions, old, adv, torch.zeros(len(obs)))
-    ratio_max = math.exp(20.0)
-    assert float(mb["policy_loss"]) == pytest.approx(ratio_max, rel=1e-5)
-    assert float(mb["approx_kl"]) == pytest.approx(ratio_max - 1.0 - 20.0, rel=1e-5)
-    assert float(mb["clip_fraction"]) == 1.0
-    mb["loss"].backward()
-    for p in all_params(agent):
-        assert torch.isfinite(p.grad).all()
-
-
-def test_log_ratio_clamped_to_minus_20():
-    """A hugely larger old log-prob gives ratio exp(-20), with approx_kl = exp(-20) - 1 + 20."""
-    agent = PPOAgent(config())
-    obs, actions, logp = minibatch_inputs(agent)
-    mb = agent._minibatch_loss(obs, actions, logp + 1e6, torch.ones(len(obs)), torch.zeros(len(obs)))
-    assert float(mb["policy_loss"]) == pytest.approx(-math.exp(-20.0), rel=1e-4)
-    assert float(mb["approx_kl"]) == pytest.approx(math.exp(-20.0) - 1.0 + 20.0, rel=1e-6)
-
-
 def test_update_with_absurd_old_logprobs_stays_finite():
     """Old log-probs of -1e30 (ratio would overflow without the clamp) still give finite steps, none skipped."""
     agent = PPOAgent(config())
@@ -460,62 +407,7 @@ def test_update_with_absurd_old_logprobs_stays_finite():
         assert torch.isfinite(p).all()
 
 
-# ── (e) gradient vs finite differences ───────────────────────────────────────
-
-
-def test_loss_gradient_matches_central_finite_differences():
-    """In float64, autograd's gradient of the total loss equals central differences (eps 1e-6, rtol 1e-4).
-
-    Old log-probs are offset from the current ones by -0.5, -0.05, +0.05 or +0.5, so ratios are 1.65, 1.05,
-    0.95 or 0.61: both clipped and unclipped samples, but all >= 0.04 away from the kinks at 1±0.2 and far from
-    the ±20 log-ratio clamp; log_std = -0.5 is inside (-3, 0), so no clamp kink either. tanh is smooth.
-    """
-    agent = PPOAgent(config(hidden=(8, 8), act_dim=2, entropy_coef=0.03))
-    agent.actor.double()
-    agent.critic.double()
-    obs, actions, logp = minibatch_inputs(agent, n=24, seed=3)
-    g = torch.Generator().manual_seed(4)
-    offsets = torch.tensor([-0.5, -0.05, 0.05, 0.5], dtype=torch.float64)[torch.randint(0, 4, (len(obs),), generator=g)]
-    old = logp - offsets  # log_ratio = offsets
-    adv = torch.randn(len(obs), generator=g, dtype=torch.float64)
-    ret = torch.randn(len(obs), generator=g, dtype=torch.float64)
-
-    def loss() -> torch.Tensor:
-        return agent._minibatch_loss(obs, actions, old, adv, ret)["loss"]
-
-    with torch.no_grad():
-        ratio = (agent.actor.log_prob(obs, actions)[0] - old).exp()
-    assert ((ratio - 0.8).abs() > 0.04).all() and ((ratio - 1.2).abs() > 0.04).all()
-    assert (ratio > 1.2).any() and (ratio < 0.8).any()  # both clipped regimes are present
-
-    loss().backward()
-    actor, critic = agent.actor.net, agent.critic.net
-    probes = [
-        (actor[0].weight, (0, 1)),
-        (actor[2].bias, (3,)),
-        (actor[4].weight, (1, 5)),
-        (actor[4].bias, (0,)),
-        (agent.actor.log_std, (0,)),
-        (agent.actor.log_std, (1,)),
-        (critic[0].weight, (2, 0)),
-        (critic[4].bias, (0,)),
-    ]
-    eps = 1e-6
-    for param, index in probes:
-        analytic = float(param.grad[index])
-        with torch.no_grad():
-            orig = float(param[index])
-            param[index] = orig + eps
-            up = float(loss())
-            param[index] = orig - eps
-            down = float(loss())
-            param[index] = orig
-        numeric = (up - down) / (2 * eps)
-        assert abs(analytic) > 1e-6, f"probe {index} has a vanishing gradient; pick another"
-        assert numeric == pytest.approx(analytic, rel=1e-4, abs=1e-9), (param.shape, index)
-
-
-# ── (f) Adam state, (g) checkpoint compatibility ─────────────────────────────
+# ── (e) Adam state, (f) checkpoint compatibility ─────────────────────────────
 
 
 def test_adam_state_persists_across_updates():
@@ -630,16 +522,6 @@ def test_proximal_anchor_keeps_the_nan_guard():
     metrics = agent.update()
     assert metrics["train/skipped_minibatches"] == 6.0 and metrics["train/minibatches"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, snapshot(agent), strict=True))
-
-
-def test_minibatch_advantage_normalization_centers_each_minibatch():
-    from agents.ppo import _renormalize
-
-    adv = torch.tensor([1.0, 2.0, 3.0, 10.0])
-    out = _renormalize(adv)
-    assert float(out.mean()) == pytest.approx(0.0, abs=1e-6) and float(out.pow(2).mean()) == pytest.approx(1.0, rel=1e-4)
-    constant = _renormalize(torch.full((8,), 5.0))  # near-zero variance: centered only (the seed's guard)
-    assert torch.equal(constant, torch.zeros(8))
 
 
 def test_minibatch_advantage_normalization_trains_and_stays_finite():

@@ -1,7 +1,8 @@
-"""The fused PPO step (agents/fused.py) against the plain modules through autograd.
+"""agents/ppo/fused.py: the fused PPO step against the reference loss (agents/ppo/loss.py) through autograd.
 
-Both fused paths are checked: the written-out step (``ppo_gradients``, the CPU's, no autograd)
-and the autograd nodes (CUDA's). In float64 each must agree with the reference to rounding
+Both fused paths are checked: the written-out step (``write_ppo_gradients`` with the loss kernel, the
+CPU's, no autograd) and the autograd nodes (``fused_surrogate``, CUDA's). In float64 each must agree
+with the reference to rounding
 (1e-10) in every value and every gradient, across depths, both activations and every kink of
 the surrogate (both clipped regimes, ratios exactly inside the clip range where ``minimum``
 splits its gradient, the ±20 log-ratio clamp, ±inf and NaN old log-probs, the log-std at its
@@ -18,7 +19,11 @@ import pytest
 import torch
 
 from agents import PPOAgent, PPOConfig, Segment, SegmentEnd
-from agents.fused import actor_critic_forward
+from agents.ppo.batch import Minibatch
+from agents.ppo.fused import actor_critic_forward, fused_surrogate
+from agents.ppo.gradients import AutogradGradients, WrittenOutGradients
+from agents.ppo.loss import minibatch_loss
+from agents.ppo.stats import STEP_STATS
 
 OBS, ACT = 7, 3
 
@@ -52,21 +57,23 @@ def inputs(agent: PPOAgent, n: int = 40, seed: int = 0) -> tuple[torch.Tensor, .
 def loss_and_grads(
     agent: PPOAgent, batch: tuple[torch.Tensor, ...], nodes: bool = False
 ) -> tuple[dict[str, float], list[torch.Tensor]]:
-    """The minibatch's values and gradients as the agent's step computes them (``nodes``: through autograd)."""
+    """The minibatch's values and gradients as the agent's step computes them (``nodes``: the fused autograd nodes)."""
     if nodes:
         agent.optimizer.zero_grad(set_to_none=True)
-        out = agent._minibatch_loss(*batch)
+        out = minibatch_loss(agent.actor, agent.critic, Minibatch(*batch), agent.config, fused_surrogate)
         out["loss"].backward()
     else:
-        out = agent._minibatch_gradients(*batch)
+        out = agent.step.gradients.compute(Minibatch(*batch))
     params = [*agent.actor.parameters(), *agent.critic.parameters()]
     return {k: float(v.detach()) for k, v in out.items()}, [p.grad.clone() for p in params]
 
 
 def assert_same(fused: PPOAgent, reference: PPOAgent, batch: tuple[torch.Tensor, ...]) -> None:
     """The written-out step and the autograd nodes each give the reference's values and gradients."""
-    assert fused._written_out and not reference._written_out
+    assert isinstance(fused.step.gradients, WrittenOutGradients)
+    assert isinstance(reference.step.gradients, AutogradGradients)
     values_r, grads_r = loss_and_grads(reference, batch)
+    assert values_r.keys() == set(STEP_STATS)
     for nodes in (False, True):
         values_f, grads_f = loss_and_grads(fused, batch, nodes=nodes)
         assert values_f.keys() == values_r.keys()

@@ -1,18 +1,18 @@
 """The PPO step's guards after the gradients, as one compiled loop over the flat gradient buffer.
 
-Why: between the gradients and Adam, :meth:`agents.ppo.PPOAgent._guarded_step` gates the log-std
-at its floor, takes each network's gradient norm, decides whether the step is safe, clips, and
-adds the minibatch's statistics to the update's totals. In torch that is ~30 calls on tensors of
-a few thousand floats, each ~3-4 us of dispatch on this CPU: ~0.25 ms, a sixth of the
-written-out step. Here it is one numba call (~15 us) over the buffer every ``.grad`` is a view
-of (:class:`agents.fused.FlatGradients`), compiled on first use and cached on disk.
+Why: between the gradients and Adam the written-out step gates the log-std at its floor, takes
+each network's gradient norm, decides whether the step is safe, clips, and adds the minibatch's
+statistics to the update's totals. In torch that is some thirty calls on tensors of a few
+thousand floats, each costing more in dispatch than in arithmetic. Here it is one numba call over
+the buffer every ``.grad`` is a view of (:class:`agents.ppo.fused.FlatGradients`), compiled on
+first use and cached on disk.
 
-The guards are the torch ones, line for line, with their edge cases: the floor gate drops only
-a positive (downward) gradient and leaves a NaN a NaN; a NaN or infinite loss or norm, or a
-norm above ``skip_grad_norm``, makes the step not ok; the clip coefficient is
+The guards are the reference ones, :mod:`agents.ppo.guards`, line for line, with their edge cases:
+the floor gate drops only a positive (downward) gradient and leaves a NaN a NaN; a NaN or infinite
+loss or norm, or a norm above ``skip_grad_norm``, makes the step not ok; the clip coefficient is
 ``max_norm / (norm + 1e-6)`` at most 1, applied even to a skipped step (no Adam reads it).
 Norms sum their squares in float64, where torch sums float32: the two agree to float32's
-precision (``tests/agents/test_guard_kernel.py`` holds them against each other).
+precision (``tests/agents/ppo/test_guard_kernel.py`` holds them against each other).
 """
 
 from __future__ import annotations
@@ -20,21 +20,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["GuardLimits", "compile_kernel", "guard_and_clip"]
+from .guards import GuardLimits
+from .stats import STEP_STATS, TOTALS
 
-
-class GuardLimits(NamedTuple):
-    """The guards' bounds (a :class:`agents.ppo.PPOConfig`'s fields of the same names)."""
-
-    log_std_min: float
-    max_grad_norm: float
-    skip_grad_norm: float
-    clip_per_network: bool
+__all__ = ["compile_kernel", "guard_and_clip"]
 
 
 def _kernel(
@@ -71,13 +65,15 @@ def _kernel(
         c = np.float32(critic_c)
         for i in range(split, grads.shape[0]):
             grads[i] *= c
-    if ok:  # the statistics after the loss (STATS[1:]), the norm, then the done and skipped counts
-        for k in range(stats.shape[0] - 1):
-            totals[k] += stats[k + 1]
-        totals[stats.shape[0] - 1] += norm
-        totals[stats.shape[0]] += 1.0
+    # TOTALS: the terms (STEP_STATS without its last entry, the loss), grad_norm, applied, skipped.
+    terms = stats.shape[0] - 1
+    if ok:
+        for k in range(terms):
+            totals[k] += stats[k]
+        totals[terms] += norm
+        totals[terms + 1] += 1.0
     else:
-        totals[stats.shape[0] + 1] += 1.0
+        totals[terms + 2] += 1.0
     return ok
 
 
@@ -96,9 +92,10 @@ def guard_and_clip(
     """Gate, guard and clip the flat gradient ``grads`` in place; True when the step may be taken.
 
     ``grads`` is the actor's gradients (the log-std's first) then the critic's from ``split``;
-    ``log_std`` the raw parameter; ``stats`` a :data:`agents.loss_kernel.STATS` vector (loss first);
-    ``limits`` a :class:`GuardLimits` as float64. ``totals`` gets ``stats[1:]`` and the norm added, then
-    a done count, when the step is ok; else its last entry (the skipped count) is incremented.
+    ``log_std`` the raw parameter; ``stats`` a :data:`agents.ppo.stats.STEP_STATS` vector (its loss is
+    not read: ``loss`` is); ``limits`` an :class:`agents.ppo.guards.GuardLimits` as float64. ``totals``,
+    a :data:`agents.ppo.stats.TOTALS` vector, gets the step's terms, its norm and one ``applied`` added
+    when the step is ok; else one ``skipped``.
     """
     global _compiled
     if _compiled is None:
@@ -113,5 +110,5 @@ def compile_kernel() -> float:
     started = time.perf_counter()
     grads, log_std = np.zeros(4, np.float32), np.zeros(1, np.float32)
     limits = np.array(GuardLimits(-3.0, 1.0, 1e6, True), dtype=np.float64)
-    guard_and_clip(grads, 2, log_std, 0.0, np.zeros(7), limits, np.zeros(9))
+    guard_and_clip(grads, 2, log_std, 0.0, np.zeros(len(STEP_STATS)), limits, np.zeros(len(TOTALS)))
     return time.perf_counter() - started

@@ -1,0 +1,375 @@
+"""PPO with the original arena trainer's guards: the agent and its update loop.
+
+Paper: https://arxiv.org/abs/1707.06347 (clipped surrogate), GAE https://arxiv.org/abs/1506.02438.
+
+Read top to bottom, :meth:`PPOAgent.update` is: take a rollout → values → GAE per segment →
+guarded advantage normalization → epochs of shuffled minibatches → statistics. Each minibatch is
+one :class:`~agents.ppo.steps.Step` (loss, backward, guards, Adam, log-std clamp), chosen once
+when the agent is built, and again by :meth:`PPOAgent.distribute`: the reference step, the CPU's
+written-out one, the multi-rank one or the CUDA graph's (:mod:`agents.ppo.steps`). Every guard is
+one the Nim trainer this was ported from needed after a real failure; each one has its reason
+beside it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import Tensor
+
+from ..common import Segment, SegmentEnd, compute_gae_flat, normalize_advantages, segment_rewards
+from ..distributed import GradientSync
+from ..networks import Critic, GaussianActor, check_same_shapes
+from .batch import pack
+from .config import PPOConfig
+from .fused import actor_critic_pass
+from .stats import TERMS, Totals
+from .steps import GraphStep, Step, StepKind, StepParts, choose_step
+
+__all__ = ["PPOAgent"]
+
+
+class _Rollout(NamedTuple):
+    """An update's data, ready for its minibatches: the packed rows, and what its metrics read."""
+
+    rows: Tensor
+    """``obs | actions | old_logp | adv | ret`` (:func:`agents.ppo.batch.pack`), on the learner's device."""
+    values: NDArray[np.float32]
+    returns: NDArray[np.float32]
+    rewards: NDArray[np.float32]
+    advantage_guard: str
+    segments: int
+
+
+def _module_pass(actor: GaussianActor, critic: Critic, obs: Tensor, cfg: PPOConfig) -> tuple[Tensor | None, Tensor]:
+    """The actor's mean (only where the proximal anchor reads it) and the critic's values, by the plain modules."""
+    return actor(obs) if cfg.proximal_anchor else None, critic(obs)
+
+
+def _fused_pass(actor: GaussianActor, critic: Critic, obs: Tensor, cfg: PPOConfig) -> tuple[Tensor | None, Tensor]:
+    """The actor's mean and the critic's values in one written-out pass, a minibatch's rows at a time."""
+    return actor_critic_pass(actor, critic, obs, cfg.minibatch_size)
+
+
+class PPOAgent:
+    """Clipped PPO over segments streamed by many bots (see :class:`agents.base.Agent`)."""
+
+    name = "ppo"
+
+    def __init__(self, config: PPOConfig) -> None:
+        self.config = config
+        self.max_policy_lag = config.max_policy_lag
+        self.update_steps = config.rollout_steps
+        self.device = torch.device(config.device)
+        self.generator = torch.Generator().manual_seed(config.seed)  # CPU generator: shuffles are device-independent
+        torch.manual_seed(config.seed)
+        self.actor = GaussianActor(
+            config.obs_dim,
+            config.act_dim,
+            config.hidden,
+            config.activation,
+            config.log_std_init,
+            config.log_std_min,
+            config.log_std_max,
+        ).to(self.device)
+        self.critic = Critic(config.obs_dim, config.hidden, config.activation).to(self.device)
+        self.progress = 0.0
+        """The share of the run's budget spent, in [0, 1] (:meth:`set_progress`); it sets the learning rate."""
+        self._evaluate = _fused_pass if config.fused else _module_pass
+        self.gradient_sync: GradientSync | None = None
+        """Set by :meth:`distribute`: averages each step's gradients over the learner ranks."""
+        self.totals = Totals(self.device)
+        """The update's statistics, summed by the steps on the device (:mod:`agents.ppo.stats`)."""
+        self._step_kind = choose_step(config)
+        self.optimizer = self._new_optimizer(capturable=self._step_kind is GraphStep)
+        self.step: Step = self._step_kind(self._step_parts())
+        """Every minibatch's step, of the path :func:`agents.ppo.steps.choose_step` picked."""
+        self.updates = 0
+        self._segments: list[Segment] = []
+        self._held = 0
+
+    def distribute(self, sync: GradientSync) -> None:
+        """Average every gradient step over learner ranks with ``sync`` (an
+        :class:`agents.distributed.GradientAverager`), between the backward pass and the guard.
+
+        Every rank must then run the same number of minibatch steps per update, which PPO does:
+        an update takes exactly ``rollout_steps`` steps. The CUDA graph path is turned off (the
+        all-reduce is a host call between backward and step); call this before training.
+        """
+        self.gradient_sync = sync
+        if self.optimizer.defaults["capturable"]:  # a graph's: not capturable any more
+            self.optimizer = self._new_optimizer(capturable=False)
+        self.use_step(choose_step(self.config, sync))
+
+    def use_step(self, kind: StepKind) -> None:
+        """Run every minibatch with a step of ``kind`` from now on (kept across :meth:`load_state_dict`).
+
+        :meth:`distribute` calls it; tests use it to run one path beside another on the same data.
+        """
+        self._step_kind = kind
+        self.step = kind(self._step_parts())
+
+    def _step_parts(self) -> StepParts:
+        return StepParts(self.config, self.actor, self.critic, self.optimizer, self.totals, self.gradient_sync)
+
+    def _new_optimizer(self, capturable: bool) -> torch.optim.Adam:
+        """Adam over both networks. ``capturable``: for a CUDA graph (its step counts live on the device).
+
+        fused: one kernel for all parameters instead of a dozen small ops per tensor (the Adam maths is
+        the same). The device-side skip guard needs it too (see :func:`agents.guards.adam_step_unless`).
+        """
+        params = [*self.actor.parameters(), *self.critic.parameters()]
+        # A captured graph replays the Adam step with the learning rate it saw, unless that rate is a
+        # tensor it reads on the device (fused and capturable Adam take one): then an annealed rate is seen.
+        lr: float | Tensor = torch.tensor(self.learning_rate, device=self.device) if capturable else self.learning_rate
+        return torch.optim.Adam(params, lr=lr, eps=self.config.adam_eps, fused=True, capturable=capturable)
+
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate now: ``learning_rate`` falling linearly to ``final_lr_fraction`` of it with :attr:`progress`."""
+        cfg = self.config
+        return cfg.learning_rate * (1.0 - (1.0 - cfg.final_lr_fraction) * self.progress)
+
+    def set_progress(self, fraction: float) -> None:
+        """The share of the run's budget spent (clipped to [0, 1]); the next update runs at the rate it sets.
+
+        Called by whoever knows the budget (``arena train``'s watch loop, from any thread): a plain float
+        the trainer thread reads once per update.
+        """
+        self.progress = min(max(float(fraction), 0.0), 1.0) if math.isfinite(fraction) else self.progress
+
+    def _apply_learning_rate(self) -> None:
+        rate = self.learning_rate
+        for group in self.optimizer.param_groups:
+            if isinstance(group["lr"], Tensor):
+                group["lr"].fill_(rate)
+            else:
+                group["lr"] = rate
+
+    # ── data in ──────────────────────────────────────────────────────────────
+
+    def observe(self, segments: list[Segment]) -> None:
+        for segment in segments:
+            self._segments.append(segment)
+            self._held += segment.steps
+
+    def ready(self) -> bool:
+        return self._held >= self.config.rollout_steps
+
+    def discard_stale(self, oldest_version: int) -> int:
+        kept = [s for s in self._segments if s.version >= oldest_version]
+        dropped = self._held - sum(s.steps for s in kept)
+        self._segments, self._held = kept, self._held - dropped
+        return dropped
+
+    @property
+    def drain_steps(self) -> int | None:
+        # On-policy: take just what the next rollout lacks. The rest waits in the queue, which
+        # is bounded and accounted (and withholds credit when full) rather than in the agent,
+        # where it would age past an update and be trained on at a larger policy lag.
+        return max(1, self.config.rollout_steps - self._held)
+
+    @property
+    def pending_steps(self) -> int:
+        return self._held
+
+    def _take_rollout(self) -> list[Segment]:
+        """The oldest ``rollout_steps`` steps held (all of them, if fewer), splitting the segment that crosses the end."""
+        taken = steps = 0
+        while taken < len(self._segments) and steps < self.config.rollout_steps:
+            steps += self._segments[taken].steps
+            taken += 1
+        rollout, self._segments = self._segments[:taken], self._segments[taken:]
+        excess = steps - self.config.rollout_steps
+        if excess > 0:
+            head, tail = rollout[-1].split(rollout[-1].steps - excess)
+            rollout[-1] = head
+            self._segments.insert(0, tail)
+            steps -= excess
+        self._held -= steps
+        return rollout
+
+    # ── the update ───────────────────────────────────────────────────────────
+
+    def update(self) -> dict[str, float]:
+        """One PPO update over the oldest held segments totalling at least ``rollout_steps`` steps.
+
+        Newer segments wait for the next update, so every update has about the same size
+        (and the same duration) however fast bots produce.
+        """
+        cfg = self.config
+        segments = self._take_rollout()
+        if not segments:
+            return {"train/steps_trained": 0.0}
+        rollout = self._prepare(segments)
+        if cfg.final_lr_fraction != 1.0:
+            self._apply_learning_rate()
+        # epochs of shuffled minibatches, one step each; the steps sum their statistics on the device
+        n = len(rollout.rows)
+        self.totals.zero_()
+        for _epoch in range(cfg.epochs):
+            order = torch.randperm(n, generator=self.generator).to(self.device)
+            for start in range(0, n, cfg.minibatch_size):
+                self.step(rollout.rows, order[start : start + cfg.minibatch_size])
+        self.updates += 1
+        return self._metrics(rollout, self.totals.read())
+
+    def _prepare(self, segments: list[Segment]) -> _Rollout:
+        """The rollout's rows with their advantages and returns: values, GAE per segment, normalization, anchor."""
+        cfg, dev = self.config, self.device
+        # Rebuild tensors on this (the trainer) thread from the plain arrays.
+        obs = torch.from_numpy(np.concatenate([s.obs for s in segments])).to(dev)
+        actions = torch.from_numpy(np.concatenate([s.act for s in segments])).to(dev)
+        old_logp = torch.from_numpy(np.concatenate([s.logp for s in segments])).to(dev)
+        rewards = np.concatenate([segment_rewards(s) for s in segments])
+        mean, values, last_values = self._values(segments, obs)
+        lengths = np.array([s.steps for s in segments], dtype=np.int64)
+
+        # GAE per segment: 0 after a natural end, V(next_obs) after a truncation (a time limit still has a future).
+        advantages, returns = compute_gae_flat(rewards, values, lengths, last_values, cfg.gamma, cfg.gae_lambda)
+        norm_adv, adv_branch = normalize_advantages(advantages)
+        adv_t = torch.from_numpy(norm_adv).to(dev)
+        ret_t = torch.from_numpy(returns.astype(np.float32)).to(dev)
+        if cfg.proximal_anchor:
+            assert mean is not None, "computed whenever the anchor is on"
+            old_logp, adv_t = self._anchor_at_current_policy(mean, actions, old_logp, adv_t)
+        # One matrix, so a minibatch is one gather, not five.
+        rows = pack(obs, actions, old_logp, adv_t, ret_t)
+        return _Rollout(rows, values, returns, rewards, adv_branch, len(segments))
+
+    def _values(self, segments: list[Segment], obs: Tensor) -> tuple[Tensor | None, NDArray[np.float32], NDArray[np.float32]]:
+        """(the actor's mean where the anchor reads it, every step's value, each segment's bootstrap value).
+
+        Values come from the current critic (bots never hold it). The bootstrap value is V(next_obs)
+        for a truncated or cut segment, 0 after a natural end.
+        """
+        with torch.no_grad():
+            mean, values_t = self._evaluate(self.actor, self.critic, obs, self.config)
+            values = values_t.cpu().numpy()
+            boot_rows = [i for i, s in enumerate(segments) if s.end is not SegmentEnd.TERMINAL]
+            last_values = np.zeros(len(segments), dtype=np.float32)
+            if boot_rows:
+                boot_obs = np.stack([segments[i].next_obs for i in boot_rows])  # type: ignore[misc]
+                last_values[boot_rows] = self.critic(torch.from_numpy(boot_obs).to(self.device)).cpu().numpy()
+        return mean, values, last_values
+
+    def _metrics(self, rollout: _Rollout, sums: dict[str, float]) -> dict[str, float]:
+        """The update's metrics: each term and the gradient norm averaged over the steps taken, and the rest."""
+        applied, skipped = int(sums["applied"]), int(sums["skipped"])
+        returns, values = rollout.returns, rollout.values
+        y_var = float(np.var(returns))
+        explained = float("nan") if y_var == 0.0 else 1.0 - float(np.var(returns - values)) / y_var
+        metrics = {f"train/{key}": sums[key] / max(applied, 1) for key in (*TERMS, "grad_norm")}
+        metrics.update(
+            {
+                "train/explained_variance": explained,
+                "train/skipped_minibatches": float(skipped),
+                "train/minibatches": float(applied),
+                # The trainer's guard keys (every agent reports them): steps applied and skipped.
+                "train/applied_steps": float(applied),
+                "train/skipped_steps": float(skipped),
+                "train/steps_trained": float(len(rollout.rows)),
+                "train/segments": float(rollout.segments),
+                "train/advantage_guard": {"normalized": 0.0, "centered": 1.0, "zeroed": 2.0}[rollout.advantage_guard],
+                "train/std_mean": float(self.actor.clamped_log_std().detach().exp().mean()),
+                "train/learning_rate": self.learning_rate,
+                "train/reward_mean": float(np.mean(rollout.rewards)),
+            }
+        )
+        return metrics
+
+    def _anchor_at_current_policy(
+        self, mean: Tensor, actions: Tensor, behaviour_logp: Tensor, adv: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Decoupled PPO: clip against the policy this update starts from, weight by how likely it finds the data.
+
+        Bots act while the trainer trains, so a rollout was acted by a policy one or two versions
+        behind the one being updated. The clipped surrogate then bounds pi / mu (mu: the bots'
+        policy), and a step's worth of that trust region is spent before the update begins. Here
+        the ratio is pi / pi_prox, with pi_prox the current policy, and each sample's advantage is
+        weighted by min(1, pi_prox / mu) (V-trace's rho-bar = 1), the importance weight that makes
+        it an estimate under pi_prox. A weight w >= 0 on the advantage is the same as on the whole
+        clipped term: w * min(r A, clip(r) A) = min(r wA, clip(r) wA). With no lag, pi_prox = mu
+        and this is plain PPO. Hilton et al. 2021, https://arxiv.org/abs/2110.00641.
+
+        A non-finite behaviour log-prob makes its weight non-finite, so the minibatch guard still skips it.
+        """
+        with torch.no_grad():
+            proximal = self.actor.log_prob_at(mean, actions)[0]
+            weight = (proximal - behaviour_logp).clamp(max=0.0).exp()
+        return proximal, adv * weight
+
+    # ── export and persistence ───────────────────────────────────────────────
+
+    def export_actor(self) -> tuple[dict[str, Any], dict[str, NDArray[np.float32]]]:
+        return self.actor.export()
+
+    def explore_settings(self) -> dict[str, float]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        config = asdict(self.config)
+        config["hidden"] = list(config["hidden"])
+        return {
+            "algo": self.name,
+            "config": config,
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+            "shuffle_rng": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load networks (must match this config) and Adam state (re-created if its shapes differ).
+
+        Both networks are checked before either is touched, so a mismatch never half-loads.
+        Adam's moments come from the checkpoint; its learning rate and eps from this config.
+        """
+        if state.get("algo") != self.name:
+            raise ValueError(f"checkpoint holds a {state.get('algo')!r} agent, not {self.name!r}")
+        for key, module in (("actor", self.actor), ("critic", self.critic)):
+            check_same_shapes(key, module.state_dict(), state.get(key))
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.actor.clamp_log_std_()
+        capturable = bool(self.optimizer.defaults["capturable"])  # this path's, whatever the checkpoint's
+        self.optimizer = self._new_optimizer(capturable)
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self._check_optimizer_shapes()
+        except (ValueError, KeyError, RuntimeError) as exc:
+            # A checkpoint from other layer sizes leaves Adam moments of the wrong shape:
+            # start Adam fresh rather than crash (or broadcast garbage) on the next step.
+            warnings.warn(f"optimizer state not reusable ({exc}); Adam re-created", stacklevel=2)
+            self.optimizer = self._new_optimizer(capturable)
+        for group in self.optimizer.param_groups:  # the run's config wins over the checkpoint's
+            group["eps"] = self.config.adam_eps
+            # So does this device's: a checkpoint from an eager or CPU run says capturable=False, and
+            # load_state_dict copies that flag too, which would make the next graph capture fail.
+            group["capturable"] = self.optimizer.defaults["capturable"]
+            group["lr"] = self.optimizer.defaults["lr"]  # a float, or on a graph the device tensor
+        self._apply_learning_rate()
+        self.updates = int(state.get("updates", 0))
+        # The same path over the new optimizer (a CUDA graph captured the old one's state: it captures again).
+        self.step = self._step_kind(self._step_parts())
+        if "shuffle_rng" in state:
+            self.generator.set_state(state["shuffle_rng"])
+
+    def rollback(self, state: dict[str, Any]) -> None:
+        """Networks and Adam back to ``state``; the segments held for the next rollout stay."""
+        self.load_state_dict(state)
+
+    def _check_optimizer_shapes(self) -> None:
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                st = self.optimizer.state.get(p, {})
+                for key in ("exp_avg", "exp_avg_sq"):
+                    if key in st and st[key].shape != p.shape:
+                        raise ValueError(f"Adam {key} shape {tuple(st[key].shape)} != parameter {tuple(p.shape)}")
