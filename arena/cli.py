@@ -18,7 +18,7 @@ from . import numba_cache
 from .bots.worker_command import run_worker
 from .commands import compile as compile_command  # not the builtin's name
 from .commands import export, gym, match, replay, serve, train
-from .commands.options import SCRIPTED_NAMES, _Parser, _positive_float, _positive_int
+from .commands.options import SCRIPTED_NAMES, CommandParser, positive_float, positive_int
 from .defaults import TANK_MATCHES
 
 __all__ = ["main"]
@@ -29,13 +29,13 @@ numba_cache.apply()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CommandParser(
         prog="arena",
         description="Train game bots with reinforcement learning over websockets.",
         epilog="Run 'arena COMMAND --help' for each command's options. Docs: docs/arena.md, docs/protocol.md.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
     train.add_parser(commands)
     match.add_parser(commands)
@@ -54,11 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     league.add_argument("run", type=Path, metavar="RUN_DIR", help="the --out of an 'arena train' run against the league")
     league.add_argument(
         "--rounds",
-        type=_positive_int,
+        type=positive_int,
         default=100,
         help="rounds per pair of members (default: 100; at 20 one pair's score is +-11 points, enough to swap two close bots)",
     )
-    league.add_argument("--ticks-per-round", type=_positive_int, default=2000, help="round tick cap (default: 2000)")
+    league.add_argument("--ticks-per-round", type=positive_int, default=2000, help="round tick cap (default: 2000)")
     league.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     league.add_argument(
         "--panel",
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--panel-rounds rounds each, over Tank Royale's protocol: figures against bots of your choosing, e.g. "
         "a set kept out of every training and tuning choice",
     )
-    league.add_argument("--panel-rounds", type=_positive_int, default=20, help="rounds against each --panel bot (default: 20)")
+    league.add_argument("--panel-rounds", type=positive_int, default=20, help="rounds against each --panel bot (default: 20)")
     league.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of tables")
     replay.add_parser(commands)
 
@@ -93,17 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="scripted opponent; repeat for a mix spread over the matches (default: sitting)",
     )
     worker.add_argument(
-        "--matches", type=_positive_int, default=TANK_MATCHES, help=f"parallel matches (default: {TANK_MATCHES})"
+        "--matches", type=positive_int, default=TANK_MATCHES, help=f"parallel matches (default: {TANK_MATCHES})"
     )
     worker.add_argument(
         "--seed", type=int, default=None, help="seed of the games and the exploration (default: a random one, printed)"
     )
     worker.add_argument("--name", default=None, help="bot name shown by the server (default: worker-HOSTNAME)")
     worker_budget = worker.add_mutually_exclusive_group()
-    worker_budget.add_argument("--minutes", type=_positive_float, default=None, help="stop after this long (default: never)")
-    worker_budget.add_argument("--rounds", type=_positive_int, default=None, help="stop after this many finished rounds")
+    worker_budget.add_argument("--minutes", type=positive_float, default=None, help="stop after this long (default: never)")
+    worker_budget.add_argument("--rounds", type=positive_int, default=None, help="stop after this many finished rounds")
     worker.add_argument(
-        "--ticks-per-round", type=_positive_int, default=2000, help="round tick cap, a truncation (default: 2000)"
+        "--ticks-per-round", type=positive_int, default=2000, help="round tick cap, a truncation (default: 2000)"
     )
 
     serve.add_parser(commands)

@@ -8,5 +8,6 @@
 - ``export``: a checkpoint's policy as weights, a Tank Royale bot or ONNX (``arena.commands.export``)
 - ``league`` and ``worker`` live in ``arena.league.commands`` and ``arena.bots.worker_command``
 
-``arena.commands.options`` holds the argparse pieces and helpers they share.
+``arena.commands.options`` holds the argparse pieces they share, ``arena.commands.announce`` what a
+running command tells its user (its dashboard, what it resumed, notes on stderr).
 """

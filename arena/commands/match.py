@@ -8,12 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .options import (
-    SCRIPTED_NAMES,
-    _positive_int,
-    _stderr_line,
-    _turn_timeout_ms,
-)
+from .announce import stderr_lines
+from .options import SCRIPTED_NAMES, finite_milliseconds, positive_int
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -36,8 +32,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         required=True,
         help="scripted name, policy file or royale:PATH (Tank Royale bot); give 2 to 8",
     )
-    match.add_argument("--rounds", type=_positive_int, default=100, help="rounds to play (default: 100)")
-    match.add_argument("--ticks-per-round", type=_positive_int, default=2000, help="round tick cap (default: 2000)")
+    match.add_argument("--rounds", type=positive_int, default=100, help="rounds to play (default: 100)")
+    match.add_argument("--ticks-per-round", type=positive_int, default=2000, help="round tick cap (default: 2000)")
     match.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     match.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of a table")
     match.add_argument("--deterministic", action="store_true", help="trained policies act with their mean action")
@@ -50,7 +46,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
     match.add_argument(
         "--turn-timeout-ms",
-        type=_turn_timeout_ms,
+        type=finite_milliseconds,
         default=None,
         metavar="MS",
         help="Tank Royale bots: the longest a turn waits for their intents, in milliseconds; a bot that answers later "
@@ -157,7 +153,7 @@ def _match(args: argparse.Namespace) -> int:
         config = RoyaleServerConfig(port=args.royale_port or 0, **timeouts)
         plan = RoyaleMatch(args.rounds, args.seed, rules, config, boot_bots=args.royale_port is None,
                            log_dir=args.royale_logs)  # fmt: skip
-        result = play_royale_match(players, plan, MatchListeners(observer=recorder, announce=_stderr_line))
+        result = play_royale_match(players, plan, MatchListeners(observer=recorder, announce=stderr_lines("arena match")))
     else:
         result = play_match(players, args.rounds, seed=args.seed, n_matches=n_matches, rules=rules, observer=recorder)
     if recorder is not None:

@@ -13,7 +13,7 @@ from ..defaults import (
     STEPS_PER_AGENT,
     TANK_MATCHES,
 )
-from .options import GAMES, _add_agent_flags, _add_server_flags, _opponent_kind, _positive_float, _positive_int
+from .options import GAMES, add_agent_flags, add_server_flags, opponent_kind, positive_float, positive_int
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -32,14 +32,14 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         ),
         epilog="example: arena train --opponent sitting --opponent spinner --minutes 10 --out runs/tank",
     )
-    _add_agent_flags(train)
+    add_agent_flags(train)
     train.add_argument(
         "--game", choices=GAMES, default="tank", help="tank: the Robocode-style arena (default); reach: a tiny test game"
     )
     train.add_argument(
         "--opponent",
         action="append",
-        type=_opponent_kind,
+        type=opponent_kind,
         metavar="league|NAME|FILE|royale:PATH",
         help="league (the default): the scripted ladder matched by PFSP (snapshots of the learner and self-play: "
         "--league-option, off by default) "
@@ -57,27 +57,27 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
     train.add_argument(
         "--matches",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help=f"parallel matches per learning bot (default: {TANK_MATCHES}; reach: 16); PPO's rollout is "
         f"matches x bots x {STEPS_PER_AGENT} steps, in {MINIBATCHES} minibatches",
     )
     train.add_argument(
         "--bots",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="learning bot connections as threads of this process (default: see --workers)",
     )
     train.add_argument(
         "--royale-matches",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help=f"with the league: parallel matches against each royale:PATH bot, one bot process each, played by a "
         f"learning bot of their own at the bots' pace (default: {ROYALE_MATCHES}; docs/royale.md)",
     )
     train.add_argument(
         "--royale-turns-per-s",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         help=f"with the league: the most turns a second of its Tank Royale share (default: {ROYALE_TURNS_PER_S:g}; "
         "unpaced, official-API bots starve the learner on a small machine)",
@@ -90,11 +90,11 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "else 1 bot thread (summary.json says which and why); --workers 0 forces threads. See docs/arena.md",
     )
     budget = train.add_mutually_exclusive_group()
-    budget.add_argument("--minutes", type=_positive_float, default=None, help="wall-clock budget (default: 5; reach: 1)")
-    budget.add_argument("--rounds", type=_positive_int, default=None, help="stop after this many finished rounds (tank)")
-    budget.add_argument("--steps", type=_positive_int, default=None, help="stop after this many ticks per learning bot")
+    budget.add_argument("--minutes", type=positive_float, default=None, help="wall-clock budget (default: 5; reach: 1)")
+    budget.add_argument("--rounds", type=positive_int, default=None, help="stop after this many finished rounds (tank)")
+    budget.add_argument("--steps", type=positive_int, default=None, help="stop after this many ticks per learning bot")
     train.add_argument(
-        "--ticks-per-round", type=_positive_int, default=2000, help="round tick cap, a truncation (default: 2000)"
+        "--ticks-per-round", type=positive_int, default=2000, help="round tick cap, a truncation (default: 2000)"
     )
     train.add_argument(
         "--engine",
@@ -126,7 +126,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="also write every metrics row as TensorBoard scalars to OUT/tensorboard (needs pip install -e '.[tensorboard]')",
     )
-    _add_server_flags(train, default_port=0)
+    add_server_flags(train, default_port=0)
 
 
 def _league_defaults() -> str:

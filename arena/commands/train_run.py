@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..outputs.run_log import RATE_WINDOW, MetricsLog, Progress, league_summary, print_summary, summarize, throughput_figures
-from .options import _announce_dashboard, _attach_tensorboard, _resume_line, _train_line
+from .announce import announce_dashboard, attach_tensorboard, resume_line, stderr_lines
 from .server_plan import make_server
 from .train_plan import TrainPlan, member_name
 
@@ -28,6 +28,8 @@ __all__ = ["FRESH_SEED_OFFSET", "TrainingRun", "run_training"]
 FRESH_SEED_OFFSET = 7919
 """The returned policy's closing evaluation plays battle seed ``--seed`` + this: fresh rounds, not the ones its
 selection played (``--seed``), on which the chosen policy is optimistic by construction."""
+_say = stderr_lines("arena train")
+"""The run's notes and warnings, one line each on stderr."""
 
 
 def run_training(plan: TrainPlan) -> int:
@@ -93,7 +95,7 @@ class TrainingRun:
         self.log.dashboard = self.server.dashboard
         plan.out.mkdir(parents=True, exist_ok=True)
         if plan.tensorboard:
-            _attach_tensorboard(self.log, _as_flags(plan), "arena train")
+            attach_tensorboard(self.log, plan.out, plan.flags, "arena train")
         where = "worker process(es)" if plan.layout.workers else "bot thread(s)"
         print(
             f"arena train: {plan.agent} {plan.describe()}, {plan.n_bots} {where} x {plan.matches} matches "
@@ -107,9 +109,9 @@ class TrainingRun:
                 with contextlib.suppress(OSError):
                     directory.rmdir()  # only if empty
             raise ValueError(str(exc)) from None
-        _announce_dashboard(self.server, plan.server.server.token)
+        announce_dashboard(self.server, plan.server.server.token)
         if plan.resume:
-            print(_resume_line("arena train", self.server.trainer), flush=True)
+            print(resume_line("arena train", self.server.trainer), flush=True)
 
     def play(self) -> tuple[Any, bool, float, float]:
         """Run the bots until the budget is spent or Ctrl-C: (the bots, interrupted, trainer CPU s, when play ended)."""
@@ -121,7 +123,7 @@ class TrainingRun:
         plan, url, server = self.plan, self.running.url, self.server
         view = _match_view(server.dashboard, plan.agent, list(plan.opponents))
         bots: Any = (
-            launch_bots(plan.bot_spec(url), plan.layout, self.rounds, _train_line, view) if plan.tank
+            launch_bots(plan.bot_spec(url), plan.layout, self.rounds, _say, view) if plan.tank
             else _ReachBots(plan, url)
         )  # fmt: skip
         share = WorkerPool(plan.royale_share_spec(url), 1) if plan.royale_share else None  # its own process and GIL
@@ -144,7 +146,7 @@ class TrainingRun:
             if share is not None:  # it stops its Tank Royale bot processes on the way out
                 share.close(self.rounds)
                 if share.failed():  # the league trained on without it: said, not fatal
-                    _train_line(f"the Tank Royale share's worker exited with code {share.failed()[0]}")
+                    _say(f"the Tank Royale share's worker exited with code {share.failed()[0]}")
             trainer_cpu = server.trainer.cpu_seconds()  # read while its thread lives
             self.running.stop()  # bots get 1001, the trainer joins, the final checkpoint is written
             if self.log.tensorboard is not None:
@@ -166,7 +168,7 @@ class TrainingRun:
         if self.table is not None:
             self.table.save_every(self.plan.out / "league" / "table.json", seconds=10.0)
             for warning in self.table.warnings():
-                _train_line(warning)
+                _say(warning)
 
     def _spent(self) -> bool:
         """Whether the budget (minutes, rounds, or ticks per bot) is spent."""
@@ -285,13 +287,6 @@ class _ReachBots:
 
     def errors(self) -> list[BaseException]:
         return list(self._errors)
-
-
-def _as_flags(plan: TrainPlan) -> Any:
-    """The command line as parsed (TensorBoard records it as the run's config)."""
-    import argparse
-
-    return argparse.Namespace(**plan.flags)
 
 
 def _league_table(plan: TrainPlan) -> Any:
