@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..outputs.run_log import RATE_WINDOW, MetricsLog, Progress, league_summary, print_summary, summarize, throughput_figures
@@ -117,14 +118,14 @@ class TrainingRun:
         """Run the bots until the budget is spent or Ctrl-C: (the bots, interrupted, trainer CPU s, when play ended)."""
         from server.stats import RateWindow
 
-        from ..bots.launch import launch_bots
+        from ..bots.launch import BotThreads, launch_bots
         from ..bots.workers import WorkerPool
 
         plan, url, server = self.plan, self.running.url, self.server
         view = _match_view(server.dashboard, plan.agent, list(plan.opponents))
         bots: Any = (
             launch_bots(plan.bot_spec(url), plan.layout, self.rounds, _say, view) if plan.tank
-            else _ReachBots(plan, url)
+            else BotThreads(plan.n_bots, partial(_reach_bot, plan, url)).start()
         )  # fmt: skip
         share = WorkerPool(plan.royale_share_spec(url), 1) if plan.royale_share else None  # its own process and GIL
         if share is not None:
@@ -202,7 +203,7 @@ class TrainingRun:
             print(f"arena train: a bot failed: {errors[0]!r}", file=sys.stderr)
         rounds = self.rounds if plan.tank else None
         summary = summarize(plan.agent, plan.game, server, time.monotonic() - self.started, rounds,
-                            getattr(bots, "reach_games", {}), list(plan.opponents))  # fmt: skip
+                            {} if plan.tank else bots.results, list(plan.opponents))  # fmt: skip
         summary["layout"] = plan.layout.as_dict()
         if self.table is not None and plan.league is not None:
             self.table.save(plan.out / "league" / "table.json")
@@ -249,44 +250,13 @@ class TrainingRun:
             print(wrote)
 
 
-class _ReachBots:
-    """The ``reach`` game's bots: threads of this process, each playing its agents until stopped."""
+def _reach_bot(plan: TrainPlan, url: str, i: int, stop: threading.Event) -> Any:
+    """Bot ``i`` of ``arena train --game reach``: ``--matches`` reach games as one websocket bot until stopped; its games."""
+    from ..games.reach import play_reach
 
-    cpu_seconds: list[float] | None = None
-
-    def __init__(self, plan: TrainPlan, url: str) -> None:
-        from ..games.reach import play_reach
-
-        self.stop = threading.Event()
-        self.reach_games: dict[int, Any] = {}
-        self._errors: list[BaseException] = []
-        token = plan.server.server.token
-
-        def run(i: int) -> None:
-            try:
-                self.reach_games[i], _ = play_reach(url, n_agents=plan.matches, steps=plan.steps or 10**12, token=token,
-                                                    seed=plan.seed * 1000 + i, name=f"reach{i}", stop=self.stop)  # fmt: skip
-            except BaseException as exc:  # reported once by the run; the other bots stop too
-                self._errors.append(exc)
-                self.stop.set()
-
-        self._threads = [threading.Thread(target=run, args=(i,), name=f"bot-{i}", daemon=True) for i in range(plan.n_bots)]
-        for thread in self._threads:
-            thread.start()
-
-    def alive(self) -> bool:
-        return any(t.is_alive() for t in self._threads)
-
-    def collect(self, log: Any) -> None:
-        pass
-
-    def close(self, log: Any, timeout: float = 30.0) -> None:
-        self.stop.set()
-        for thread in self._threads:
-            thread.join(timeout)
-
-    def errors(self) -> list[BaseException]:
-        return list(self._errors)
+    games, _ = play_reach(url, n_agents=plan.matches, steps=plan.steps or 10**12, token=plan.server.server.token,
+                          seed=plan.seed * 1000 + i, name=f"reach{i}", stop=stop)  # fmt: skip
+    return games
 
 
 def _league_table(plan: TrainPlan) -> Any:
