@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "train": train._train,
-        "match": match._match,
+        "match": match.run,
         "serve": serve._serve,
         "export": export._export,
         "gym": gym._gym,
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _numba_problem(args: argparse.Namespace) -> str | None:
     """Why numba cannot serve a command that needs it (PPO's compiled loops, ``--engine numba``), in one line; else None."""
     ppo = getattr(args, "agent", None) == "ppo" and args.command in ("train", "serve")
-    engine = args.command == "train" and args.engine == "numba" and args.game == "tank"
+    engine = getattr(args, "engine", None) == "numba" and getattr(args, "game", "tank") == "tank"
     if ppo:
         return numba_cache.numba_problem("PPO's loss, guards and GAE need it, whichever --engine")
     if engine:

@@ -13,13 +13,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..defaults import TANK_SEGMENT_STEPS
+from ..defaults import ENGINE, TANK_SEGMENT_STEPS
 
 GAMES = ("tank", "reach")
 SCRIPTED_NAMES = ("sitting", "spinner", "walker", "tracker", "drawn")
 """Every scripted bot a command takes by name: the ladder, then ``drawn`` (new parts every round, not in the ladder)."""
 LEAGUE = "league"
 """``--opponent league`` (the default): train against the league (arena.league)."""
+ENGINE_NAMES = ("numpy", "numba")
+"""``--engine``'s choices (``arena.games.tank.engine.ENGINES``, not imported here: numpy stays out of the CLI's start)."""
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -139,6 +141,17 @@ def parse_agent_options(agent: str, pairs: Sequence[str]) -> dict[str, Any]:
             raise ValueError(f"--agent-option {pair!r}: {exc}") from None
         options[name] = value
     return options
+
+
+def add_engine_flag(parser: argparse._ActionsContainer, runs: str) -> None:
+    """``--engine``: the tank engine that ``runs`` (the command's battles and scripted bots, in words) run on."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINE_NAMES,
+        default=ENGINE,
+        help=f"the tank engine of {runs}: numba (default; compiled once per machine in 10-20 s, then loaded from "
+        "its cache: see 'arena compile') or numpy (the reference); the same game bit for bit",
+    )
 
 
 def add_server_flags(parser: argparse._ActionsContainer, default_port: int) -> None:

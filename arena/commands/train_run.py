@@ -275,7 +275,9 @@ def _selector(plan: TrainPlan) -> Any:
 
     if not plan.tank or not plan.report or plan.eval_rounds == 0:
         return None
-    return CandidateEvaluator(plan.out, plan.eval_rounds, plan.seed, plan.ticks_per_round, opponents=plan.eval_opponents)
+    return CandidateEvaluator(
+        plan.out, plan.eval_rounds, plan.seed, plan.ticks_per_round, opponents=plan.eval_opponents, engine=plan.engine
+    )
 
 
 def _returned_policy(plan: TrainPlan, selector: Any, evaluation: dict[str, Any] | None, interrupted: bool) -> dict[str, Any]:
@@ -305,7 +307,7 @@ def _remeasure(plan: TrainPlan, returned: dict[str, Any]) -> dict[str, Any] | No
     try:
         fresh = evaluate_against_scripted(
             plan.out / returned["checkpoint"], rounds_per_opponent=plan.eval_rounds, seed=seed,
-            ticks_per_round=plan.ticks_per_round, opponents=plan.eval_opponents,
+            ticks_per_round=plan.ticks_per_round, opponents=plan.eval_opponents, engine=plan.engine,
         )  # fmt: skip
     except (FileNotFoundError, ValueError) as exc:
         print(f"arena train: no evaluation on fresh rounds ({exc}); the report shows the selection rounds", file=sys.stderr)
@@ -333,6 +335,7 @@ def _evaluate(plan: TrainPlan) -> dict[str, Any] | None:
             seed=plan.seed,
             ticks_per_round=plan.ticks_per_round,
             opponents=plan.eval_opponents,
+            engine=plan.engine,
         )
     except (FileNotFoundError, ValueError) as exc:  # no checkpoint written (e.g. a disk error): report without it
         print(f"arena train: no evaluation: {exc}", file=sys.stderr)
