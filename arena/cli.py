@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import numba_cache
-from .bots.worker_command import run_worker
 from .commands import compile as compile_command  # not the builtin's name
-from .commands import export, gym, match, replay, serve, train
-from .commands.options import SCRIPTED_NAMES, CommandParser, positive_float, positive_int
-from .defaults import TANK_MATCHES
+from .commands import export, gym, match, replay, serve, train, worker
+from .commands.options import CommandParser, positive_int
 
 __all__ = ["main"]
 
@@ -72,40 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     league.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of tables")
     replay.add_parser(commands)
 
-    worker = commands.add_parser(
-        "worker",
-        help="a learning bot for a remote 'arena serve': plays tank matches until stopped",
-        description=(
-            "Connect to a training server started with 'arena serve' and play 1v1 tank matches against scripted "
-            "opponents as one learning bot (tank 0 of --matches matches, acting with the server's latest policy). "
-            "Waits and retries with backoff while the server is not up yet, and reconnects when it restarts "
-            "(docker compose starts services in any order). Stops at the budget or on SIGTERM/SIGINT (says bye, "
-            "exit 0). Prints a progress line about every 10 s."
-        ),
-        epilog="example: arena worker --url ws://trainer:8765 --opponent tracker --matches 16 --seed 1",
-    )
-    worker.add_argument("--url", required=True, help="server URL, ws://HOST:PORT or wss://HOST:PORT")
-    worker.add_argument("--token", default=os.environ.get("ARENA_TOKEN"), help="bearer token (default: $ARENA_TOKEN)")
-    worker.add_argument(
-        "--opponent",
-        action="append",
-        choices=SCRIPTED_NAMES,
-        help="scripted opponent; repeat for a mix spread over the matches (default: sitting)",
-    )
-    worker.add_argument(
-        "--matches", type=positive_int, default=TANK_MATCHES, help=f"parallel matches (default: {TANK_MATCHES})"
-    )
-    worker.add_argument(
-        "--seed", type=int, default=None, help="seed of the games and the exploration (default: a random one, printed)"
-    )
-    worker.add_argument("--name", default=None, help="bot name shown by the server (default: worker-HOSTNAME)")
-    worker_budget = worker.add_mutually_exclusive_group()
-    worker_budget.add_argument("--minutes", type=positive_float, default=None, help="stop after this long (default: never)")
-    worker_budget.add_argument("--rounds", type=positive_int, default=None, help="stop after this many finished rounds")
-    worker.add_argument(
-        "--ticks-per-round", type=positive_int, default=2000, help="round tick cap, a truncation (default: 2000)"
-    )
-
+    worker.add_parser(commands)
     serve.add_parser(commands)
     gym.add_parser(commands)
     export.add_parser(commands)
@@ -127,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "gym": gym._gym,
         "replay": replay._replay,
         "league": _league_command,
-        "worker": run_worker,
+        "worker": worker.run,
         "compile": compile_command._compile,
     }
     problem = _numba_problem(args)

@@ -55,8 +55,28 @@ def test_the_default_engine_is_the_compiled_one_for_every_command() -> None:
     from arena.defaults import ENGINE
 
     parser = build_parser()
-    commands = [["train"], ["match", "--bot", "sitting", "--bot", "sitting"]]
+    commands = [["train"], ["match", "--bot", "sitting", "--bot", "sitting"], ["worker", "--url", "ws://h:1"]]
     assert ENGINE == "numba" and {parser.parse_args(argv).engine for argv in commands} == {ENGINE}
+
+
+def test_worker_plays_on_the_chosen_engine(engines: list[tuple[str, str]], capsys) -> None:
+    """`arena worker --engine numpy` (the default is numba) against a real server: its battle and opponents run on
+    numpy; the worker's signal handlers are gone when it returns."""
+    import signal
+
+    from arena.games.tank.engine import ACT_DIM, OBS_DIM
+    from arena.games.tank.rewards import TANK_REWARD
+    from tests.conftest import running_server
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with running_server(OBS_DIM, ACT_DIM, reward=TANK_REWARD) as server:
+        argv = ["worker", "--url", server.url, "--engine", "numpy", "--opponent", "tracker", "--matches", "2",
+                "--rounds", "2", "--ticks-per-round", "50", "--seed", "1"]  # fmt: skip
+        assert main(argv) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert "2 matches (numpy engine)" in out and "stopped:" in out.splitlines()[-1]
+    assert engines == [("battle", "numpy"), ("scripted", "numpy")]
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
 
 def test_train_plays_and_evaluates_on_the_chosen_engine(tmp_path: Path, engines: list[tuple[str, str]], capsys) -> None:
