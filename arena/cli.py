@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "train": train._train,
+        "train": train.run,
         "match": match.run,
         "serve": serve._serve,
         "export": export._export,
