@@ -86,13 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "train": train.run,
         "match": match.run,
-        "serve": serve._serve,
-        "export": export._export,
-        "gym": gym._gym,
-        "replay": replay._replay,
+        "serve": serve.run,
+        "export": export.run,
+        "gym": gym.run,
+        "replay": replay.run,
         "league": _league_command,
         "worker": worker.run,
-        "compile": compile_command._compile,
+        "compile": compile_command.run,
     }
     problem = _numba_problem(args)
     if problem is not None:

@@ -41,7 +41,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
 
 
-def _gym(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``arena gym``: a gymnasium environment played as a bot of a running server; the exit code."""
     import numpy as np
 
     from bot_protocol.client import HandshakeRejected

@@ -15,6 +15,24 @@ from typing import Any, NoReturn
 
 from ..defaults import ENGINE, TANK_SEGMENT_STEPS
 
+__all__ = [
+    "CHECKPOINT_INTERVAL",
+    "ENGINE_NAMES",
+    "GAMES",
+    "LEAGUE",
+    "REPLAY_CHECKPOINT_INTERVAL",
+    "SCRIPTED_NAMES",
+    "CommandParser",
+    "add_agent_flags",
+    "add_engine_flag",
+    "add_server_flags",
+    "finite_milliseconds",
+    "opponent_kind",
+    "parse_agent_options",
+    "positive_float",
+    "positive_int",
+]
+
 GAMES = ("tank", "reach")
 SCRIPTED_NAMES = ("sitting", "spinner", "walker", "tracker", "drawn")
 """Every scripted bot a command takes by name: the ladder, then ``drawn`` (new parts every round, not in the ladder)."""

@@ -57,7 +57,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     replay.add_argument("--port", type=int, default=0, help="viewer port on 127.0.0.1, 0 = any free (default: 0)")
 
 
-def _replay(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``arena replay``: a recording watched, rendered or verified; the exit code."""
     from ..replay import Recording, RenderConfig, make_viewer, render, serve_viewer, verify
 
     recording = Recording.load(args.file)

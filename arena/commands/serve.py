@@ -72,7 +72,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
 
 
-def _serve(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``arena serve``: the server and trainer alone, until SIGINT or SIGTERM; the exit code."""
     from server import ListenError
     from server.distributed import RankLost
 
