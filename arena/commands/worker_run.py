@@ -134,10 +134,10 @@ class RemoteWorker:
         self.failure: BaseException | None = None
         """Why the bot thread gave up (set before it sets ``stop``), or None."""
         self.started = time.monotonic()
+        """When the worker started: its ``--minutes`` budget and the progress line's elapsed time count from here."""
 
     def run(self) -> None:
         """Start the bot thread and watch it until it ends, the budget is spent or ``stop`` is set."""
-        self.started = time.monotonic()
         thread = threading.Thread(target=self._play_with_backoff, name="worker-bot", daemon=True)
         thread.start()
         self._watch(thread)
