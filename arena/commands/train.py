@@ -1,4 +1,8 @@
-"""``arena train``: server, trainer thread and headless arena in one process."""
+"""``arena train``: server, trainer thread and headless arena in one process; its flags.
+
+The flags become a :class:`~arena.commands.train_plan.TrainPlan`, which
+:func:`~arena.commands.train_run.run_training` plays.
+"""
 
 from __future__ import annotations
 
@@ -73,6 +77,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _add_opponent_flags(group: argparse._ArgumentGroup) -> None:
+    """Whom the learning bots play: the league or a fixed mix, the league's parameters, its Tank Royale share."""
     group.add_argument(
         "--opponent",
         action="append",
@@ -102,6 +107,7 @@ def _add_opponent_flags(group: argparse._ArgumentGroup) -> None:
 
 
 def _add_bot_flags(group: argparse._ArgumentGroup) -> None:
+    """How many matches, bots (threads or worker processes) and which tank engine they play on."""
     group.add_argument(
         "--matches",
         type=positive_int,
@@ -117,6 +123,7 @@ def _add_bot_flags(group: argparse._ArgumentGroup) -> None:
 
 
 def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
+    """When the run stops (minutes, rounds or ticks, one of them) and how long a round may last."""
     budget = group.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=positive_float, default=None, help="wall-clock budget (default: 5; reach: 1)")
     budget.add_argument("--rounds", type=positive_int, default=None, help="stop after this many finished rounds (tank)")
@@ -127,6 +134,7 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
 
 
 def _add_output_flags(group: argparse._ArgumentGroup) -> None:
+    """Where the run writes, whether it resumes, how it evaluates and what it prints at its end."""
     group.add_argument("--out", type=Path, default=Path("runs/latest"), help="output directory (default: runs/latest)")
     group.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
     group.add_argument(
