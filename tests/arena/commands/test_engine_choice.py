@@ -52,8 +52,11 @@ def test_match_plays_on_the_chosen_engine(engine: str, rate: bool, engines: list
 def test_the_default_engine_is_the_compiled_one_for_every_command() -> None:
     """One default for every command that plays battles: `arena train`'s, numba (arena.defaults.ENGINE)."""
     from arena.cli import build_parser
+    from arena.commands.options import ENGINE_NAMES
     from arena.defaults import ENGINE
+    from arena.games.tank.engine import ENGINES
 
+    assert ENGINE_NAMES == ENGINES  # the flag's choices, written out to keep numpy out of the CLI's start
     parser = build_parser()
     commands = [["train"], ["match", "--bot", "sitting", "--bot", "sitting"], ["worker", "--url", "ws://h:1"]]
     assert ENGINE == "numba" and {parser.parse_args(argv).engine for argv in commands} == {ENGINE}
