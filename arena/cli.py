@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import numba_cache
-from .bots.worker_command import run_worker
 from .commands import compile as compile_command  # not the builtin's name
-from .commands import export, gym, match, replay, serve, train
-from .commands.options import SCRIPTED_NAMES, _Parser, _positive_float, _positive_int
-from .defaults import TANK_MATCHES
+from .commands import export, gym, match, replay, serve, train, worker
+from .commands.options import CommandParser, positive_int
 
 __all__ = ["main"]
 
@@ -29,13 +26,13 @@ numba_cache.apply()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CommandParser(
         prog="arena",
         description="Train game bots with reinforcement learning over websockets.",
         epilog="Run 'arena COMMAND --help' for each command's options. Docs: docs/arena.md, docs/protocol.md.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
     train.add_parser(commands)
     match.add_parser(commands)
@@ -54,11 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     league.add_argument("run", type=Path, metavar="RUN_DIR", help="the --out of an 'arena train' run against the league")
     league.add_argument(
         "--rounds",
-        type=_positive_int,
+        type=positive_int,
         default=100,
         help="rounds per pair of members (default: 100; at 20 one pair's score is +-11 points, enough to swap two close bots)",
     )
-    league.add_argument("--ticks-per-round", type=_positive_int, default=2000, help="round tick cap (default: 2000)")
+    league.add_argument("--ticks-per-round", type=positive_int, default=2000, help="round tick cap (default: 2000)")
     league.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     league.add_argument(
         "--panel",
@@ -68,44 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--panel-rounds rounds each, over Tank Royale's protocol: figures against bots of your choosing, e.g. "
         "a set kept out of every training and tuning choice",
     )
-    league.add_argument("--panel-rounds", type=_positive_int, default=20, help="rounds against each --panel bot (default: 20)")
+    league.add_argument("--panel-rounds", type=positive_int, default=20, help="rounds against each --panel bot (default: 20)")
     league.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of tables")
     replay.add_parser(commands)
 
-    worker = commands.add_parser(
-        "worker",
-        help="a learning bot for a remote 'arena serve': plays tank matches until stopped",
-        description=(
-            "Connect to a training server started with 'arena serve' and play 1v1 tank matches against scripted "
-            "opponents as one learning bot (tank 0 of --matches matches, acting with the server's latest policy). "
-            "Waits and retries with backoff while the server is not up yet, and reconnects when it restarts "
-            "(docker compose starts services in any order). Stops at the budget or on SIGTERM/SIGINT (says bye, "
-            "exit 0). Prints a progress line about every 10 s."
-        ),
-        epilog="example: arena worker --url ws://trainer:8765 --opponent tracker --matches 16 --seed 1",
-    )
-    worker.add_argument("--url", required=True, help="server URL, ws://HOST:PORT or wss://HOST:PORT")
-    worker.add_argument("--token", default=os.environ.get("ARENA_TOKEN"), help="bearer token (default: $ARENA_TOKEN)")
-    worker.add_argument(
-        "--opponent",
-        action="append",
-        choices=SCRIPTED_NAMES,
-        help="scripted opponent; repeat for a mix spread over the matches (default: sitting)",
-    )
-    worker.add_argument(
-        "--matches", type=_positive_int, default=TANK_MATCHES, help=f"parallel matches (default: {TANK_MATCHES})"
-    )
-    worker.add_argument(
-        "--seed", type=int, default=None, help="seed of the games and the exploration (default: a random one, printed)"
-    )
-    worker.add_argument("--name", default=None, help="bot name shown by the server (default: worker-HOSTNAME)")
-    worker_budget = worker.add_mutually_exclusive_group()
-    worker_budget.add_argument("--minutes", type=_positive_float, default=None, help="stop after this long (default: never)")
-    worker_budget.add_argument("--rounds", type=_positive_int, default=None, help="stop after this many finished rounds")
-    worker.add_argument(
-        "--ticks-per-round", type=_positive_int, default=2000, help="round tick cap, a truncation (default: 2000)"
-    )
-
+    worker.add_parser(commands)
     serve.add_parser(commands)
     gym.add_parser(commands)
     export.add_parser(commands)
@@ -120,15 +84,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "train": train._train,
-        "match": match._match,
-        "serve": serve._serve,
-        "export": export._export,
-        "gym": gym._gym,
-        "replay": replay._replay,
+        "train": train.run,
+        "match": match.run,
+        "serve": serve.run,
+        "export": export.run,
+        "gym": gym.run,
+        "replay": replay.run,
         "league": _league_command,
-        "worker": run_worker,
-        "compile": compile_command._compile,
+        "worker": worker.run,
+        "compile": compile_command.run,
     }
     problem = _numba_problem(args)
     if problem is not None:
@@ -144,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _numba_problem(args: argparse.Namespace) -> str | None:
     """Why numba cannot serve a command that needs it (PPO's compiled loops, ``--engine numba``), in one line; else None."""
     ppo = getattr(args, "agent", None) == "ppo" and args.command in ("train", "serve")
-    engine = args.command == "train" and args.engine == "numba" and args.game == "tank"
+    engine = getattr(args, "engine", None) == "numba" and getattr(args, "game", "tank") == "tank"
     if ppo:
         return numba_cache.numba_problem("PPO's loss, guards and GAE need it, whichever --engine")
     if engine:

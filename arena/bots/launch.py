@@ -2,13 +2,15 @@
 
 ``arena train`` asks :func:`launch_bots` for its bots and gets one handle either way: bot threads of
 its own process (:class:`BotThreads`) or worker processes (:class:`~arena.bots.workers.WorkerPool`,
-each with its own GIL). Both play :func:`~arena.bots.learning_bot.run_learning_bot`.
+each with its own GIL). Both play :func:`~arena.bots.learning_bot.run_learning_bot`. The reach game's
+bots are :class:`BotThreads` too, each playing :func:`arena.games.reach.play_reach`.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 from ..defaults import Layout
@@ -43,26 +45,35 @@ class LaunchedBots(Protocol):
 
 
 class BotThreads:
-    """``n`` bots as threads of this process, bot ``i`` playing ``spec.nth(i)``; the first one feeds ``view``."""
+    """``n`` bots as daemon threads of this process, bot ``i`` running ``play(i, stop)``.
+
+    One handle for any game's bots: the tank's learning bots (:func:`launch_bots`) and ``arena train
+    --game reach``'s. The first bot that raises sets ``stop``, so the others end too; what each bot's
+    ``play`` returned is in :attr:`results` (reach: its games, for the summary).
+    """
 
     cpu_seconds: list[float] | None = None
+    """Threads share the process's CPU time with the server: nothing of their own to report."""
 
-    def __init__(self, spec: LearningBotSpec, n: int, log: MatchLog, say: Callable[[str], None], view: Any = None) -> None:
+    def __init__(self, n: int, play: Callable[[int, threading.Event], Any]) -> None:
         self.stop = threading.Event()
+        self.results: dict[int, Any] = {}
+        """Bot index → what its ``play`` returned (bots that raised have no entry)."""
+        self._play = play
         self._errors: list[BaseException] = []
+        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"bot-{i}", daemon=True) for i in range(n)]
 
-        def run(i: int) -> None:
-            try:
-                run_learning_bot(spec.nth(i), self.stop, say, log=log, view=view if i == 0 else None)
-            except BaseException as exc:  # reported once by the caller; the other bots stop too
-                self._errors.append(exc)
-                self.stop.set()
+    def _run(self, i: int) -> None:
+        try:
+            self.results[i] = self._play(i, self.stop)
+        except BaseException as exc:  # reported once by the caller; the other bots stop too
+            self._errors.append(exc)
+            self.stop.set()
 
-        self._threads = [threading.Thread(target=run, args=(i,), name=f"bot-{i}", daemon=True) for i in range(n)]
-
-    def start(self) -> None:
+    def start(self) -> BotThreads:
         for thread in self._threads:
             thread.start()
+        return self
 
     def alive(self) -> bool:
         return any(t.is_alive() for t in self._threads)
@@ -83,8 +94,15 @@ def launch_bots(
     spec: LearningBotSpec, layout: Layout, log: MatchLog, say: Callable[[str], None], view: Any = None
 ) -> LaunchedBots:
     """Start ``layout``'s bots (worker processes or threads), every one from ``spec``, and return their handle."""
-    bots: BotThreads | WorkerPool = (
-        WorkerPool(spec, layout.workers) if layout.workers else BotThreads(spec, layout.bots, log, say, view)
-    )
-    bots.start()
-    return bots
+    if layout.workers:
+        pool = WorkerPool(spec, layout.workers)
+        pool.start()
+        return pool
+    return BotThreads(layout.bots, partial(_learning_bot, spec, log, say, view)).start()
+
+
+def _learning_bot(
+    spec: LearningBotSpec, log: MatchLog, say: Callable[[str], None], view: Any, i: int, stop: threading.Event
+) -> None:
+    """Bot thread ``i`` of a run: ``spec.nth(i)`` played into the run's ``log``; the first bot feeds ``view``."""
+    run_learning_bot(spec.nth(i), stop, say, log=log, view=view if i == 0 else None)

@@ -252,7 +252,7 @@ def play_learning_bot(
     report: Callable[[list[RoundResult], int], None] | None = None,
     connected: Callable[[BlockingBotClient], None] | None = None,
     watch: Callable[[TankBattle], None] | None = None,
-    opponent_factory: Callable[[str, int, int], Controller] | None = None,
+    opponent_factory: Callable[[str, int, int, EngineName], Controller] | None = None,
 ) -> MatchLog:
     """Play 1v1 rounds as the learning websocket bot ``spec`` until ``spec.rounds`` rounds end or ``stop`` is set.
 
@@ -261,20 +261,21 @@ def play_learning_bot(
     the client once the handshake is done, e.g. to show its policy version from another thread.
     ``watch`` (if given) sees the battle after every tick, before finished rounds are reset
     (the live dashboard's match view, a pacer, the Tank Royale bridge). ``opponent_factory`` makes
-    the fixed mix's controllers (the Tank Royale bridge supplies its own; by default :func:`make_opponent`,
-    its scripted bots on the spec's engine).
+    the fixed mix's controllers from (kind, matches, seed, the spec's engine) (the Tank Royale bridge supplies its
+    own; by default :func:`make_opponent`).
 
     Raises:
         HandshakeRejected: the server refused this bot for good (token, sizes).
         OSError, TimeoutError: the server could not be reached (``arena worker`` retries).
     """
     n_matches, seed = spec.n_matches, spec.seed
+    factory = opponent_factory or make_opponent
     battle = TankBattle(n_matches, 2, spec.rules, seed=seed, engine=spec.engine)
     rivals: OpponentPool = (
         spec.league.build(n_matches, seed, worker=spec.index, engine=spec.engine) if spec.league is not None
         else _Opponents(
             _opponent_names(spec.opponents, n_matches), seed,
-            opponent_factory or (lambda kind, n, s: make_opponent(kind, n, s, spec.engine)),
+            lambda kind, n, s: factory(kind, n, s, spec.engine),
         )
     )  # fmt: skip
     log = log or MatchLog()
@@ -332,11 +333,13 @@ def play_match(
     rules: TankRules | None = None,
     progress: Callable[[int], None] | None = None,
     observer: MatchObserver | None = None,
+    engine: EngineName = "numpy",
 ) -> dict[str, object]:
     """Play ``rounds`` rounds among local controllers (one tank each, all in every match).
 
     ``observer`` (if given) sees every tick, e.g. to record the match (with ``n_matches=1``
-    the rounds are played one after another, so one recording replays them all).
+    the rounds are played one after another, so one recording replays them all). ``engine``
+    steps the battle (the compiled "numba" plays 1v1 only; a free-for-all stays numpy).
 
     Returns ``{"rounds": N, "draws": D, "mean_round_ticks": T, "bots": [{"name", "wins",
     "mean_score", "mean_energy"}, ...]}``: a draw is a round no bot won (all dead in one tick,
@@ -346,7 +349,7 @@ def play_match(
     if n_tanks < 2:
         raise ValueError("a match needs at least two bots")
     n_matches = max(1, min(n_matches, rounds))
-    battle = TankBattle(n_matches, n_tanks, rules or TankRules(), seed=seed)
+    battle = TankBattle(n_matches, n_tanks, rules or TankRules(), seed=seed, engine=engine)
     wins = np.zeros(n_tanks, np.int64)
     score_sum = np.zeros(n_tanks)
     energy_sum = np.zeros(n_tanks)

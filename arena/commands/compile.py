@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import numba_cache
 
-__all__ = ["add_parser", "compile_kernels"]
+__all__ = ["add_parser", "compile_kernels", "run"]
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -61,7 +61,8 @@ def compile_kernels(ppo: bool, tank: bool, drawn: bool = True) -> tuple[str, boo
     return numba_cache.report(", ".join(parts), dispatchers, since, time.perf_counter() - started)
 
 
-def _compile(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``arena compile``: every kernel compiled into numba's cache; exit 1 when nothing could be cached."""
     result = compile_kernels(ppo=True, tank=True)
     assert result is not None
     line, cached = result

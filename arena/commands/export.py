@@ -36,7 +36,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
 
 
-def _export(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``arena export``: a checkpoint's policy written as weights, a Tank Royale bot or an ONNX model; the exit code."""
     from ..bots.policies import export_weights
 
     if args.royale:

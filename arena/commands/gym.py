@@ -8,9 +8,7 @@ import sys
 import time
 from typing import Any
 
-from .options import (
-    _positive_int,
-)
+from .options import positive_int
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -28,8 +26,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
     gym.add_argument("env", help="gymnasium environment id, e.g. Pendulum-v1")
     gym.add_argument("--url", default="ws://127.0.0.1:8765", help="server URL (default: ws://127.0.0.1:8765)")
-    gym.add_argument("--n-envs", type=_positive_int, default=1, help="sub-environments in one vector env (default: 1)")
-    gym.add_argument("--steps", type=_positive_int, default=20_000, help="environment steps in all (default: 20000)")
+    gym.add_argument("--n-envs", type=positive_int, default=1, help="sub-environments in one vector env (default: 1)")
+    gym.add_argument("--steps", type=positive_int, default=20_000, help="environment steps in all (default: 20000)")
     gym.add_argument("--seed", type=int, default=0, help="seed for the environment and the exploration noise")
     gym.add_argument("--name", default="gym", help="bot name shown by the server (default: gym)")
     gym.add_argument("--token", default=os.environ.get("ARENA_TOKEN"), help="bearer token (default: $ARENA_TOKEN)")
@@ -43,7 +41,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
 
 
-def _gym(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``arena gym``: a gymnasium environment played as a bot of a running server; the exit code."""
     import numpy as np
 
     from bot_protocol.client import HandshakeRejected

@@ -1,26 +1,48 @@
-"""The argparse pieces and helpers that more than one ``arena`` command shares."""
+"""The argparse pieces more than one ``arena`` command shares: the parser, value types and flag sets.
+
+What a command says while it runs (its dashboard, what it resumed, warnings) is in
+:mod:`arena.commands.announce`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..defaults import TANK_SEGMENT_STEPS
-from ..outputs.run_log import MetricsLog
+from ..defaults import ENGINE, TANK_SEGMENT_STEPS
+
+__all__ = [
+    "CHECKPOINT_INTERVAL",
+    "ENGINE_NAMES",
+    "GAMES",
+    "LEAGUE",
+    "REPLAY_CHECKPOINT_INTERVAL",
+    "SCRIPTED_NAMES",
+    "CommandParser",
+    "add_agent_flags",
+    "add_engine_flag",
+    "add_server_flags",
+    "finite_milliseconds",
+    "opponent_kind",
+    "parse_agent_options",
+    "positive_float",
+    "positive_int",
+]
 
 GAMES = ("tank", "reach")
 SCRIPTED_NAMES = ("sitting", "spinner", "walker", "tracker", "drawn")
 """Every scripted bot a command takes by name: the ladder, then ``drawn`` (new parts every round, not in the ladder)."""
 LEAGUE = "league"
 """``--opponent league`` (the default): train against the league (arena.league)."""
+ENGINE_NAMES = ("numpy", "numba")
+"""``--engine``'s choices (``arena.games.tank.engine.ENGINES``, not imported here: numpy stays out of the CLI's start)."""
 
 
-class _Parser(argparse.ArgumentParser):
+class CommandParser(argparse.ArgumentParser):
     """argparse that reports a bad argument as one readable line and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
@@ -33,7 +55,8 @@ REPLAY_CHECKPOINT_INTERVAL = 300.0
 """With ``--save-replay`` every checkpoint holds the replay buffer (up to hundreds of MB): a longer default."""
 
 
-def _positive_float(text: str) -> float:
+def positive_float(text: str) -> float:
+    """An argparse type: a number > 0 (a duration, a rate)."""
     try:
         value = float(text)
     except ValueError:
@@ -43,7 +66,8 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (a count)."""
     try:
         value = int(text)
     except ValueError:
@@ -53,15 +77,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _turn_timeout_ms(text: str) -> float:
-    """``arena match --turn-timeout-ms``: positive and finite (a turn must end)."""
-    value = _positive_float(text)
+def finite_milliseconds(text: str) -> float:
+    """An argparse type: a positive, finite number of milliseconds (``arena match --turn-timeout-ms``: a turn must end)."""
+    value = positive_float(text)
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number of milliseconds, got {text}")
     return value
 
 
-def _opponent_kind(text: str) -> str:
+def opponent_kind(text: str) -> str:
     """``--opponent``: ``league``, a scripted name, ``royale:PATH`` or an existing policy file."""
     if text in (LEAGUE, *SCRIPTED_NAMES) or text.startswith("royale:") or Path(text).exists():
         return text
@@ -71,7 +95,8 @@ def _opponent_kind(text: str) -> str:
     )
 
 
-def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
+def add_agent_flags(parser: argparse._ActionsContainer) -> None:
+    """``--agent``, ``--device``, ``--save-replay`` and ``--agent-option`` (``arena train`` and ``arena serve``)."""
     parser.add_argument(
         "--agent",
         choices=["ppo", "ddpg", "td3"],
@@ -99,7 +124,7 @@ def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _parse_agent_options(agent: str, pairs: Sequence[str]) -> dict[str, Any]:
+def parse_agent_options(agent: str, pairs: Sequence[str]) -> dict[str, Any]:
     """``NAME=VALUE`` strings → config overrides, typed after the config field they name."""
     import dataclasses
 
@@ -136,7 +161,19 @@ def _parse_agent_options(agent: str, pairs: Sequence[str]) -> dict[str, Any]:
     return options
 
 
-def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> None:
+def add_engine_flag(parser: argparse._ActionsContainer, runs: str) -> None:
+    """``--engine``: the tank engine that ``runs`` (the command's battles and scripted bots, in words) run on."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINE_NAMES,
+        default=ENGINE,
+        help=f"the tank engine of {runs}: numba (default; compiled once per machine in 10-20 s, then loaded from "
+        "its cache: see 'arena compile') or numpy (the reference); the same game bit for bit",
+    )
+
+
+def add_server_flags(parser: argparse._ActionsContainer, default_port: int) -> None:
+    """The server's address, token, checkpoints, dashboard, threads and wire limits (``arena train`` and ``arena serve``)."""
     parser.add_argument("--host", default="127.0.0.1", help="bind address; non-loopback needs --token (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=default_port, help=f"TCP port, 0 = any free (default: {default_port})")
     parser.add_argument(
@@ -146,7 +183,7 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> Non
     )
     parser.add_argument(
         "--checkpoint-interval",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         help=f"seconds between checkpoints, the most training a crash can cost (default: {CHECKPOINT_INTERVAL:g}, the "
         f"first 5 s after the first update; with --save-replay {REPLAY_CHECKPOINT_INTERVAL:g}: the buffer is large)",
@@ -162,14 +199,14 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> Non
     parser.add_argument("--dashboard-host", default=None, help="dashboard bind address (default: --host)")
     parser.add_argument(
         "--torch-threads",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="torch threads of the trainer (default: usable cores - 1, at least 1: the other core runs the "
         "event loop or the learning bot; see docs/architecture.md, 'Cores')",
     )
     parser.add_argument(
         "--credit-window",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="'tr' messages each bot may have in flight (default: 8). 32 lets fast bots feed a fast trainer "
         "~1.3-1.9x more transitions/s in 64-step frames (bench/loop.py); when the trainer is the bottleneck, more in flight "
@@ -177,7 +214,7 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> Non
     )
     parser.add_argument(
         "--queue-steps",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="withhold credit once N steps wait in the server's queue (default: one PPO update's worth; for DDPG/TD3 "
@@ -186,44 +223,9 @@ def _add_server_flags(parser: argparse.ArgumentParser, default_port: int) -> Non
     )
     parser.add_argument(
         "--segment-steps",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help=f"cut each agent's trajectory into segments of at most N steps for the learner (default: {TANK_SEGMENT_STEPS} "
         "for the tank's PPO, else 256). Longer: less bootstrapping across cuts, more policy lag (docs/agents.md)",
     )
-
-
-def _announce_dashboard(server: Any, token: str | None) -> None:
-    if server.dashboard is not None:
-        hint = "?token=<your token>" if token else ""
-        print(f"dashboard: {server.dashboard.url.rstrip('/')}/{hint}", flush=True)
-
-
-def _attach_tensorboard(log: MetricsLog, flags: argparse.Namespace, command: str) -> None:
-    """``--tensorboard``: every metrics row also as TensorBoard scalars; a missing package is one line, not an error."""
-    from ..outputs.tensorboard import ScalarLogger, TensorBoardUnavailable
-
-    try:
-        log.tensorboard = ScalarLogger(flags.out / "tensorboard")
-        log.tensorboard.add_config({k: str(v) if isinstance(v, Path) else v for k, v in vars(flags).items()})
-    except TensorBoardUnavailable as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
-
-
-def _resume_line(command: str, trainer: Any) -> str:
-    """What ``--resume`` resumed: the checkpoint, the new generation and the version it continues."""
-    if trainer.resumed_from is None:
-        return f"{command}: no valid checkpoint to resume from; starting fresh as generation {trainer.generation}"
-    return (
-        f"{command}: resumed from {trainer.resumed_from.name}: generation {trainer.generation}, version "
-        f"{trainer.version}, {trainer.updates:,} updates and {trainer.steps_trained:,} steps trained before"
-    )
-
-
-def _train_line(message: str) -> None:
-    print(f"arena train: {message}", file=sys.stderr, flush=True)
-
-
-def _stderr_line(message: str) -> None:
-    print(f"arena match: {message}", file=sys.stderr, flush=True)

@@ -9,10 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .options import (
-    _positive_float,
-    _positive_int,
-)
+from .options import positive_float, positive_int
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -40,7 +37,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
     replay.add_argument(
         "--round",
-        type=_positive_int,
+        type=positive_int,
         action="append",
         default=None,
         metavar="N",
@@ -48,19 +45,20 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
     replay.add_argument(
         "--stride",
-        type=_positive_int,
+        type=positive_int,
         default=2,
         metavar="K",
         help="animation: draw every K-th tick (default: 2; 3-4 for long rounds)",
     )
-    replay.add_argument("--fps", type=_positive_float, default=25.0, help="animation frames per second, <= 50 (default: 25)")
+    replay.add_argument("--fps", type=positive_float, default=25.0, help="animation frames per second, <= 50 (default: 25)")
     replay.add_argument(
-        "--width", type=_positive_int, default=480, metavar="PX", help="animation width in pixels (default: 480)"
+        "--width", type=positive_int, default=480, metavar="PX", help="animation width in pixels (default: 480)"
     )
     replay.add_argument("--port", type=int, default=0, help="viewer port on 127.0.0.1, 0 = any free (default: 0)")
 
 
-def _replay(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``arena replay``: a recording watched, rendered or verified; the exit code."""
     from ..replay import Recording, RenderConfig, make_viewer, render, serve_viewer, verify
 
     recording = Recording.load(args.file)

@@ -18,15 +18,8 @@ from ..defaults import (
     TANK_MATCHES,
 )
 from ..outputs.run_log import MetricsLog
-from .options import (
-    _add_agent_flags,
-    _add_server_flags,
-    _announce_dashboard,
-    _attach_tensorboard,
-    _positive_float,
-    _positive_int,
-    _resume_line,
-)
+from .announce import announce_dashboard, attach_tensorboard, resume_line
+from .options import add_agent_flags, add_server_flags, positive_float, positive_int
 from .server_plan import ServerPlan, TankShape, make_server
 
 
@@ -41,14 +34,14 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
             "refused. Stop with Ctrl-C or SIGTERM: bots get close code 1001 and a final checkpoint is written."
         ),
     )
-    _add_agent_flags(serve)
+    add_agent_flags(serve)
     serve.add_argument(
-        "--obs-dim", type=_positive_int, default=None, help="observation size bots must declare (default: tank's)"
+        "--obs-dim", type=positive_int, default=None, help="observation size bots must declare (default: tank's)"
     )
-    serve.add_argument("--act-dim", type=_positive_int, default=None, help="action size bots must declare (default: tank's)")
+    serve.add_argument("--act-dim", type=positive_int, default=None, help="action size bots must declare (default: tank's)")
     serve.add_argument(
         "--agents",
-        type=_positive_int,
+        type=positive_int,
         default=TANK_MATCHES,
         help=f"PPO at the tank's sizes: agents the bots will bring in all, which sizes the rollout (agents x "
         f"{STEPS_PER_AGENT} steps, as arena train) (default: {TANK_MATCHES}, one 'arena worker')",
@@ -61,7 +54,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         help="also write every metrics row as TensorBoard scalars to OUT/tensorboard (needs pip install -e '.[tensorboard]')",
     )
     serve.add_argument("--seed", type=int, default=0, help="seed for the agent")
-    _add_server_flags(serve, default_port=8765)
+    add_server_flags(serve, default_port=8765)
     serve.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain: serve wss:// (needs --tls-key)")
     serve.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
     serve.add_argument(
@@ -72,14 +65,15 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
     serve.add_argument(
         "--collective-timeout",
-        type=_positive_float,
+        type=positive_float,
         default=DISTRIBUTED_TIMEOUT,
         metavar="S",
         help=f"--distributed: seconds a rank waits for the others before it gives up (default: {DISTRIBUTED_TIMEOUT:g})",
     )
 
 
-def _serve(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``arena serve``: the server and trainer alone, until SIGINT or SIGTERM; the exit code."""
     from server import ListenError
     from server.distributed import RankLost
 
@@ -122,7 +116,7 @@ def _serve(args: argparse.Namespace) -> int:
     if writes:
         flags.out.mkdir(parents=True, exist_ok=True)
     if flags.tensorboard:
-        _attach_tensorboard(log, flags, "arena serve")
+        attach_tensorboard(log, flags.out, vars(flags), "arena serve")
     logging.getLogger("server").setLevel(logging.INFO)
     logging.getLogger("server.dashboard.http").setLevel(logging.WARNING)  # not one line per page load
 
@@ -143,9 +137,9 @@ def _serve(args: argparse.Namespace) -> int:
                 f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops",
                 flush=True,
             )
-            _announce_dashboard(server, flags.token)
+            announce_dashboard(server, flags.token)
             if flags.resume:
-                print(_resume_line("arena serve", server.trainer), flush=True)
+                print(resume_line("arena serve", server.trainer), flush=True)
             waiters = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(server.wait_failed())]
             watcher = asyncio.ensure_future(_say_when_caught_up(server))
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..defaults import TANK_SEGMENT_STEPS, tank_ppo_options
-from .options import CHECKPOINT_INTERVAL, REPLAY_CHECKPOINT_INTERVAL, _parse_agent_options
+from .options import CHECKPOINT_INTERVAL, REPLAY_CHECKPOINT_INTERVAL, parse_agent_options
 
 if TYPE_CHECKING:  # the server is imported on use: it stays out of the CLI's start-up
     from server import DashboardConfig, ServerConfig, TrainerConfig
@@ -123,7 +123,7 @@ def _agent_options(flags: argparse.Namespace, tank: TankShape | None) -> dict[st
     options: dict[str, Any] = {"seed": flags.seed, "device": device}
     if flags.agent == "ppo" and tank is not None:
         options.update(tank_ppo_options(tank.agents, league=tank.league))
-    options.update(_parse_agent_options(flags.agent, flags.agent_option))
+    options.update(parse_agent_options(flags.agent, flags.agent_option))
     if flags.agent in ("ddpg", "td3"):
         options["save_replay"] = bool(flags.save_replay)
     elif flags.save_replay:

@@ -16,10 +16,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..outputs.run_log import RATE_WINDOW, MetricsLog, Progress, league_summary, print_summary, summarize, throughput_figures
-from .options import _announce_dashboard, _attach_tensorboard, _resume_line, _train_line
+from .announce import announce_dashboard, attach_tensorboard, resume_line, stderr_lines
 from .server_plan import make_server
 from .train_plan import TrainPlan, member_name
 
@@ -28,6 +29,8 @@ __all__ = ["FRESH_SEED_OFFSET", "TrainingRun", "run_training"]
 FRESH_SEED_OFFSET = 7919
 """The returned policy's closing evaluation plays battle seed ``--seed`` + this: fresh rounds, not the ones its
 selection played (``--seed``), on which the chosen policy is optimistic by construction."""
+_say = stderr_lines("arena train")
+"""The run's notes and warnings, one line each on stderr."""
 
 
 def run_training(plan: TrainPlan) -> int:
@@ -93,7 +96,7 @@ class TrainingRun:
         self.log.dashboard = self.server.dashboard
         plan.out.mkdir(parents=True, exist_ok=True)
         if plan.tensorboard:
-            _attach_tensorboard(self.log, _as_flags(plan), "arena train")
+            attach_tensorboard(self.log, plan.out, plan.flags, "arena train")
         where = "worker process(es)" if plan.layout.workers else "bot thread(s)"
         print(
             f"arena train: {plan.agent} {plan.describe()}, {plan.n_bots} {where} x {plan.matches} matches "
@@ -107,22 +110,22 @@ class TrainingRun:
                 with contextlib.suppress(OSError):
                     directory.rmdir()  # only if empty
             raise ValueError(str(exc)) from None
-        _announce_dashboard(self.server, plan.server.server.token)
+        announce_dashboard(self.server, plan.server.server.token)
         if plan.resume:
-            print(_resume_line("arena train", self.server.trainer), flush=True)
+            print(resume_line("arena train", self.server.trainer), flush=True)
 
     def play(self) -> tuple[Any, bool, float, float]:
         """Run the bots until the budget is spent or Ctrl-C: (the bots, interrupted, trainer CPU s, when play ended)."""
         from server.stats import RateWindow
 
-        from ..bots.launch import launch_bots
+        from ..bots.launch import BotThreads, launch_bots
         from ..bots.workers import WorkerPool
 
         plan, url, server = self.plan, self.running.url, self.server
         view = _match_view(server.dashboard, plan.agent, list(plan.opponents))
         bots: Any = (
-            launch_bots(plan.bot_spec(url), plan.layout, self.rounds, _train_line, view) if plan.tank
-            else _ReachBots(plan, url)
+            launch_bots(plan.bot_spec(url), plan.layout, self.rounds, _say, view) if plan.tank
+            else BotThreads(plan.n_bots, partial(_reach_bot, plan, url)).start()
         )  # fmt: skip
         share = WorkerPool(plan.royale_share_spec(url), 1) if plan.royale_share else None  # its own process and GIL
         if share is not None:
@@ -144,7 +147,7 @@ class TrainingRun:
             if share is not None:  # it stops its Tank Royale bot processes on the way out
                 share.close(self.rounds)
                 if share.failed():  # the league trained on without it: said, not fatal
-                    _train_line(f"the Tank Royale share's worker exited with code {share.failed()[0]}")
+                    _say(f"the Tank Royale share's worker exited with code {share.failed()[0]}")
             trainer_cpu = server.trainer.cpu_seconds()  # read while its thread lives
             self.running.stop()  # bots get 1001, the trainer joins, the final checkpoint is written
             if self.log.tensorboard is not None:
@@ -166,7 +169,7 @@ class TrainingRun:
         if self.table is not None:
             self.table.save_every(self.plan.out / "league" / "table.json", seconds=10.0)
             for warning in self.table.warnings():
-                _train_line(warning)
+                _say(warning)
 
     def _spent(self) -> bool:
         """Whether the budget (minutes, rounds, or ticks per bot) is spent."""
@@ -200,7 +203,7 @@ class TrainingRun:
             print(f"arena train: a bot failed: {errors[0]!r}", file=sys.stderr)
         rounds = self.rounds if plan.tank else None
         summary = summarize(plan.agent, plan.game, server, time.monotonic() - self.started, rounds,
-                            getattr(bots, "reach_games", {}), list(plan.opponents))  # fmt: skip
+                            {} if plan.tank else bots.results, list(plan.opponents))  # fmt: skip
         summary["layout"] = plan.layout.as_dict()
         if self.table is not None and plan.league is not None:
             self.table.save(plan.out / "league" / "table.json")
@@ -247,51 +250,13 @@ class TrainingRun:
             print(wrote)
 
 
-class _ReachBots:
-    """The ``reach`` game's bots: threads of this process, each playing its agents until stopped."""
+def _reach_bot(plan: TrainPlan, url: str, i: int, stop: threading.Event) -> Any:
+    """Bot ``i`` of ``arena train --game reach``: ``--matches`` reach games as one websocket bot until stopped; its games."""
+    from ..games.reach import play_reach
 
-    cpu_seconds: list[float] | None = None
-
-    def __init__(self, plan: TrainPlan, url: str) -> None:
-        from ..games.reach import play_reach
-
-        self.stop = threading.Event()
-        self.reach_games: dict[int, Any] = {}
-        self._errors: list[BaseException] = []
-        token = plan.server.server.token
-
-        def run(i: int) -> None:
-            try:
-                self.reach_games[i], _ = play_reach(url, n_agents=plan.matches, steps=plan.steps or 10**12, token=token,
-                                                    seed=plan.seed * 1000 + i, name=f"reach{i}", stop=self.stop)  # fmt: skip
-            except BaseException as exc:  # reported once by the run; the other bots stop too
-                self._errors.append(exc)
-                self.stop.set()
-
-        self._threads = [threading.Thread(target=run, args=(i,), name=f"bot-{i}", daemon=True) for i in range(plan.n_bots)]
-        for thread in self._threads:
-            thread.start()
-
-    def alive(self) -> bool:
-        return any(t.is_alive() for t in self._threads)
-
-    def collect(self, log: Any) -> None:
-        pass
-
-    def close(self, log: Any, timeout: float = 30.0) -> None:
-        self.stop.set()
-        for thread in self._threads:
-            thread.join(timeout)
-
-    def errors(self) -> list[BaseException]:
-        return list(self._errors)
-
-
-def _as_flags(plan: TrainPlan) -> Any:
-    """The command line as parsed (TensorBoard records it as the run's config)."""
-    import argparse
-
-    return argparse.Namespace(**plan.flags)
+    games, _ = play_reach(url, n_agents=plan.matches, steps=plan.steps or 10**12, token=plan.server.server.token,
+                          seed=plan.seed * 1000 + i, name=f"reach{i}", stop=stop)  # fmt: skip
+    return games
 
 
 def _league_table(plan: TrainPlan) -> Any:
@@ -310,7 +275,9 @@ def _selector(plan: TrainPlan) -> Any:
 
     if not plan.tank or not plan.report or plan.eval_rounds == 0:
         return None
-    return CandidateEvaluator(plan.out, plan.eval_rounds, plan.seed, plan.ticks_per_round, opponents=plan.eval_opponents)
+    return CandidateEvaluator(
+        plan.out, plan.eval_rounds, plan.seed, plan.ticks_per_round, opponents=plan.eval_opponents, engine=plan.engine
+    )
 
 
 def _returned_policy(plan: TrainPlan, selector: Any, evaluation: dict[str, Any] | None, interrupted: bool) -> dict[str, Any]:
@@ -340,7 +307,7 @@ def _remeasure(plan: TrainPlan, returned: dict[str, Any]) -> dict[str, Any] | No
     try:
         fresh = evaluate_against_scripted(
             plan.out / returned["checkpoint"], rounds_per_opponent=plan.eval_rounds, seed=seed,
-            ticks_per_round=plan.ticks_per_round, opponents=plan.eval_opponents,
+            ticks_per_round=plan.ticks_per_round, opponents=plan.eval_opponents, engine=plan.engine,
         )  # fmt: skip
     except (FileNotFoundError, ValueError) as exc:
         print(f"arena train: no evaluation on fresh rounds ({exc}); the report shows the selection rounds", file=sys.stderr)
@@ -368,6 +335,7 @@ def _evaluate(plan: TrainPlan) -> dict[str, Any] | None:
             seed=plan.seed,
             ticks_per_round=plan.ticks_per_round,
             opponents=plan.eval_opponents,
+            engine=plan.engine,
         )
     except (FileNotFoundError, ValueError) as exc:  # no checkpoint written (e.g. a disk error): report without it
         print(f"arena train: no evaluation: {exc}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The league's part of the ``arena`` command: building a league from flags, ``arena league``, ``arena match --rate``.
+"""The league's part of the ``arena`` command: a league from flags, ``arena league``, ``arena match --rate``'s players.
 
 ``arena.cli`` parses the flags and calls these; each raises ValueError or FileNotFoundError
 with one readable line for bad input, which the CLI prints before exiting with code 2.
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.play import Controller, PolicyController, ScriptedController
+from ..games.tank.engine import EngineName
 from ..games.tank.rules import TankRules
 from .matchmaking import LeagueConfig
 from .opponents import LeagueSpec
@@ -33,7 +34,7 @@ __all__ = [
     "policy_player",
     "print_league",
     "rate_bots",
-    "rate_command",
+    "rate_players",
     "scripted_player",
     "unique_name",
 ]
@@ -143,9 +144,11 @@ def _member_players(run: Path, directory: Path) -> dict[str, ControllerFactory]:
     return players
 
 
-def scripted_player(name: str) -> ControllerFactory:
+def scripted_player(name: str, engine: EngineName = "numpy") -> ControllerFactory:
+    """The scripted bot ``name`` as a round-robin player, computed by ``engine``."""
+
     def make(n: int, seed: int) -> Controller:
-        return ScriptedController(name, n, seed)
+        return ScriptedController(name, n, seed, engine)
 
     return make
 
@@ -180,9 +183,11 @@ def league_report(
     }
 
 
-def rate_bots(players: Mapping[str, ControllerFactory], rounds_per_pair: int, seed: int, rules: TankRules) -> dict[str, Any]:
-    """``arena match --rate``: a round-robin of the given bots and their Elo ratings (a Bradley-Terry fit)."""
-    results = round_robin(players, rounds_per_pair, seed, rules)
+def rate_bots(
+    players: Mapping[str, ControllerFactory], rounds_per_pair: int, seed: int, rules: TankRules, engine: EngineName = "numpy"
+) -> dict[str, Any]:
+    """``arena match --rate``: a round-robin of the given bots on ``engine`` and their Elo ratings (a Bradley-Terry fit)."""
+    results = round_robin(players, rounds_per_pair, seed, rules, engine=engine)
     return {"rounds_per_pair": rounds_per_pair, "ratings": rate(results), "scores": cross_table(results)}
 
 
@@ -309,24 +314,21 @@ def play_panel(run: Path, bots: Sequence[Path], rounds: int, seed: int, ticks_pe
     }
 
 
-def rate_command(args: argparse.Namespace, royale: bool) -> int:
-    """``arena match --rate``: a round-robin of the --bot list, rated by a Bradley-Terry fit on the Elo scale."""
+def rate_players(bots: Sequence[str], deterministic: bool, engine: EngineName = "numpy") -> dict[str, ControllerFactory]:
+    """``arena match --rate``'s players by member name: scripted bots (computed by ``engine``) and policy files.
+
+    Raises:
+        FileNotFoundError, ValueError: a policy file cannot be loaded (``load_policy``).
+    """
     from ..bots.policies import load_policy
     from ..games.tank.scripted import EXTRA_SCRIPTED, SCRIPTED
 
-    if royale or args.record is not None:
-        raise ValueError("--rate plays the built-in arena's bots and policy files, without --record or royale:PATH")
     players: dict[str, ControllerFactory] = {}
-    for spec in args.bot:
+    for spec in bots:
         name = unique_name(spec, list(players))
         players[name] = (
-            scripted_player(spec)
+            scripted_player(spec, engine)
             if spec in SCRIPTED or spec in EXTRA_SCRIPTED
-            else policy_player(name, load_policy(Path(spec)), not args.deterministic)
+            else policy_player(name, load_policy(Path(spec)), not deterministic)
         )
-    report = rate_bots(players, args.rounds, args.seed, TankRules(max_ticks=args.ticks_per_round))
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print_league(report)
-    return 0
+    return players

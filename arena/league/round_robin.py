@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..bots.play import Controller
-from ..games.tank.engine import ACT_DIM, TankBattle
+from ..games.tank.engine import ACT_DIM, EngineName, TankBattle
 from ..games.tank.rules import TankRules
 from .opponents import outcomes
 from .ratings import RoundOutcome
@@ -47,12 +47,14 @@ def round_robin(
     seed: int = 0,
     rules: TankRules | None = None,
     progress: Callable[[int, int], None] | None = None,
+    engine: EngineName = "numpy",
 ) -> list[RoundOutcome]:
     """Play ``rounds_per_pair`` rounds for every pair of ``players``; returns each round's outcome.
 
     Each pair plays half its rounds from each seat. The outcomes come in the schedule's order (every
     pair's first round, then every pair's second, ...), not in the order the rounds ended.
-    ``progress`` (if given) receives (rounds done, rounds in all) as rounds finish.
+    ``progress`` (if given) receives (rounds done, rounds in all) as rounds finish; ``engine`` steps the
+    battle (the players' factories choose their own: :func:`arena.league.commands.scripted_player`).
     """
     if len(players) < 2:
         raise ValueError(f"a round-robin needs at least two bots, got {len(players)}")
@@ -65,7 +67,7 @@ def round_robin(
             seats[0].append(first)
             seats[1].append(second)
     n = len(seats[0])
-    battle = TankBattle(n, 2, rules or TankRules(), seed=seed)
+    battle = TankBattle(n, 2, rules or TankRules(), seed=seed, engine=engine)
 
     def maker(slot: int) -> Callable[[str], Controller]:
         def make(name: str) -> Controller:

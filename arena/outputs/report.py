@@ -24,6 +24,7 @@ from typing import Any
 
 from bot_protocol import Policy
 
+from ..games.tank.engine import EngineName
 from ..games.tank.scripted import SCRIPTED
 
 __all__ = [
@@ -58,6 +59,7 @@ def evaluate_against_scripted(
     ticks_per_round: int = 2000,
     opponents: Sequence[str] = SCRIPTED_OPPONENTS,
     deterministic: bool = False,
+    engine: EngineName = "numpy",
 ) -> dict[str, Any]:
     """Play ``rounds_per_opponent`` 1v1 rounds of the policy against each scripted opponent.
 
@@ -72,9 +74,10 @@ def evaluate_against_scripted(
             standard error of up to 50/√n percentage points (7 at 50 rounds).
         seed: seeds the arena, the policy's sampling and the opponents.
         ticks_per_round: the round tick cap (``--ticks-per-round``); a round still open then is a draw.
+        engine: the battle's and the scripted bots' tank engine (``--engine``; the same game either way).
 
     Returns:
-        ``{"rounds_per_opponent", "ticks_per_round", "seed", "deterministic", "seconds",
+        ``{"rounds_per_opponent", "ticks_per_round", "seed", "deterministic", "engine", "seconds",
         "policy": {"generation", "version"}, "opponents": [{"opponent", "rounds", "wins",
         "losses", "draws", "win_rate", "mean_score", "opponent_mean_score"}, ...]}``.
 
@@ -96,8 +99,8 @@ def evaluate_against_scripted(
     table = []
     for opponent in opponents:
         learner = PolicyController("learner", policy, seed=seed, stochastic=not deterministic)
-        rival = ScriptedController(opponent, n=n_matches, seed=seed + 1)
-        result = play_match([learner, rival], rounds_per_opponent, seed=seed, n_matches=n_matches, rules=rules)
+        rival = ScriptedController(opponent, n=n_matches, seed=seed + 1, engine=engine)
+        result = play_match([learner, rival], rounds_per_opponent, seed=seed, n_matches=n_matches, rules=rules, engine=engine)
         bots: list[dict[str, Any]] = result["bots"]  # type: ignore[assignment]
         mine, theirs = bots
         table.append(
@@ -117,6 +120,7 @@ def evaluate_against_scripted(
         "ticks_per_round": ticks_per_round,
         "seed": seed,
         "deterministic": deterministic,
+        "engine": engine,
         "seconds": round(time.perf_counter() - started, 2),
         "policy": policy.policy_id._asdict(),  # {"generation", "version"}
         "opponents": table,

@@ -27,9 +27,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..bots.policies import RETURNED, newest_checkpoint
+
+if TYPE_CHECKING:
+    from ..games.tank.engine import EngineName
 
 __all__ = ["CANDIDATES", "Candidate", "CandidateEvaluator", "choose", "score"]
 
@@ -106,11 +109,13 @@ def _init_worker() -> None:
         threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
-def _evaluate(path: Path, rounds: int, seed: int, ticks_per_round: int, opponents: Sequence[str]) -> dict[str, Any]:
+def _evaluate(
+    path: Path, rounds: int, seed: int, ticks_per_round: int, opponents: Sequence[str], engine: EngineName
+) -> dict[str, Any]:
     from .report import evaluate_against_scripted
 
     return evaluate_against_scripted(
-        path, rounds_per_opponent=rounds, seed=seed, ticks_per_round=ticks_per_round, opponents=opponents
+        path, rounds_per_opponent=rounds, seed=seed, ticks_per_round=ticks_per_round, opponents=opponents, engine=engine
     )
 
 
@@ -146,8 +151,10 @@ class CandidateEvaluator:
         ticks_per_round: int,
         every: float = EVERY,
         opponents: Sequence[str] = ("sitting", "spinner", "walker", "tracker"),
+        engine: EngineName = "numpy",
     ) -> None:
-        """``opponents``: the scripted bots each candidate plays ``rounds`` rounds against (the score is the mean)."""
+        """``opponents``: the scripted bots each candidate plays ``rounds`` rounds against (the score is the mean);
+        ``engine``: the tank engine those rounds run on (the run's ``--engine``)."""
         if rounds < 1 or every <= 0 or not opponents:
             raise ValueError(f"rounds must be >= 1, every > 0 and opponents given, got {rounds}, {every}, {opponents}")
         self.run = run
@@ -155,6 +162,7 @@ class CandidateEvaluator:
         self.opponents = tuple(opponents)
         self.seed = seed
         self.ticks_per_round = ticks_per_round
+        self.engine: EngineName = engine
         self.every = every
         self.started = time.monotonic()
         self._next = self.started + every
@@ -203,7 +211,9 @@ class CandidateEvaluator:
             path = _copy_checkpoint(newest, self.run / CANDIDATES)
         except OSError:  # pruned under us, or a full disk: the next poll tries again
             return
-        future = self._executor().submit(_evaluate, path, self.rounds, self.seed, self.ticks_per_round, self.opponents)
+        future = self._executor().submit(
+            _evaluate, path, self.rounds, self.seed, self.ticks_per_round, self.opponents, self.engine
+        )
         self._in_flight = (future, path, now)
 
     def finish(self, final_checkpoint: Path | None, final_evaluation: dict[str, Any] | None) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from ..games.tank.engine import ACT_DIM, TankBattle, TankRules
+from ..games.tank.engine import ACT_DIM, EngineName, TankBattle, TankRules
 from . import schema
 from .booter import BootedBot, find_bot
 from .game import RoyaleGame
@@ -179,14 +179,15 @@ class RoyaleOpponents:
         if self.game is not None and len(rows):
             self._call(self._restart(rows))
 
-    def factory(self, kind: str, n: int, seed: int) -> Any:
-        """``play_learning_bot``'s ``opponent_factory``: royale kinds are ours, the rest scripted bots or policy files."""
+    def factory(self, kind: str, n: int, seed: int, engine: EngineName = "numpy") -> Any:
+        """``play_learning_bot``'s ``opponent_factory``: royale kinds are ours, the rest scripted bots (on ``engine``)
+        or policy files."""
         if kind in self.rows:
             assert n == len(self.rows[kind]), "the opponent spread differs from play_learning_bot's"
             return RoyaleController(self, kind)
         from ..bots.play import make_opponent
 
-        return make_opponent(kind, n, seed)
+        return make_opponent(kind, n, seed, engine)
 
     def close(self) -> None:
         """Abort the bots' game, close the endpoint, stop the bots and the loop. Idempotent."""

@@ -125,6 +125,8 @@ def test_report_says_where_it_cached_only_when_the_index_file_was_written(tmp_pa
         (["train", "--agent", "td3"], True),  # only the engine needs it
         (["serve"], False),
         (["compile"], False),
+        (["match", "--bot", "sitting", "--bot", "spinner"], True),  # the engine, default numba as for train
+        (["worker", "--url", "ws://127.0.0.1:9"], True),
     ],
 )
 def test_without_numba_a_command_that_needs_it_says_so_in_one_line(
@@ -133,7 +135,7 @@ def test_without_numba_a_command_that_needs_it_says_so_in_one_line(
     from arena.cli import main
 
     monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` fails as if not installed
-    assert main([*args, "--out", str(tmp_path)] if args[0] != "compile" else args) == 2
+    assert main([*args, "--out", str(tmp_path)] if args[0] in ("train", "serve") else args) == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"arena {args[0]}: error: numba is not installed"), lines
     assert "pip install numba" in lines[0] and ("--engine numpy" in lines[0]) == advice
@@ -158,12 +160,13 @@ def test_a_numba_that_fails_to_load_is_named_in_one_line(
     assert "numba is installed but cannot be loaded (OSError: libllvmlite.so: bad ELF header)" in line
 
 
-def test_engine_help_offers_the_choices_only() -> None:
+@pytest.mark.parametrize("command", ["train", "match", "worker"])
+def test_engine_help_offers_the_choices_only(command: str) -> None:
     from arena.cli import build_parser
 
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    train = commands.choices["train"]
-    (engine,) = [action for action in train._actions if "--engine" in action.option_strings]
+    parser = commands.choices[command]
+    (engine,) = [action for action in parser._actions if "--engine" in action.option_strings]
     assert engine.choices == ("numpy", "numba") and "compiled," not in engine.help
 
 

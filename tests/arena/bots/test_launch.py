@@ -40,3 +40,22 @@ def test_a_bot_that_cannot_connect_is_an_error_of_the_handle_not_a_crash():
         time.sleep(0.05)
     bots.close(log)
     assert len(bots.errors()) == 1 and isinstance(bots.errors()[0], OSError)
+
+
+def test_bot_threads_keep_what_each_bot_returned_and_the_first_error_stops_the_others():
+    """One thread handle for any game's bots (the tank's, the reach game's): results by index, errors stop every bot."""
+    import threading
+
+    def play(i: int, stop: threading.Event) -> str:
+        if i == 1:
+            raise RuntimeError("bot 1 failed")
+        assert stop.wait(timeout(10)), "bot 1's failure did not stop the others"
+        return f"bot {i} stopped"
+
+    bots = BotThreads(3, play).start()
+    deadline = time.monotonic() + timeout(10)
+    while bots.alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    bots.close(MatchLog())
+    assert bots.results == {0: "bot 0 stopped", 2: "bot 2 stopped"}
+    assert [str(e) for e in bots.errors()] == ["bot 1 failed"] and bots.stop.is_set()

@@ -45,7 +45,7 @@ def test_the_run_returns_the_higher_rated_checkpoint_and_arena_match_plays_it(
     run = tmp_path / "run"
     store = CheckpointStore(run / "checkpoints")
     save(store, 10, seed=1)
-    evaluator = CandidateEvaluator(run, rounds=2, seed=0, ticks_per_round=100, every=0.01)
+    evaluator = CandidateEvaluator(run, rounds=2, seed=0, ticks_per_round=100, every=0.01, engine="numba")
     time.sleep(0.02)
     evaluator.poll()  # takes v10 and evaluates it in the background
     final = save(store, 20, seed=2)
@@ -54,6 +54,7 @@ def test_the_run_returns_the_higher_rated_checkpoint_and_arena_match_plays_it(
 
     scores = {c["version"]: c["mean_win_rate"] for c in record["candidates"]}
     assert set(scores) == {10, 20}
+    assert [c.evaluation["engine"] for c in evaluator.candidates] == ["numba"]  # the run's --engine, in its process
     best = max(scores, key=lambda v: (scores[v], v))
     assert record["version"] == best
     assert record["returned"] == ("last" if best == 20 else "best")
