@@ -44,10 +44,9 @@ Tank Royale itself plays 30 turns/s."""
 
 ENGINE = "numba"
 """The tank engine of every command's battles and scripted bots unless ``--engine`` says otherwise: the
-compiled one. It plays the numpy reference's game bit for bit (tests/arena/games/test_compiled_engine.py,
-tests/arena/games/tank/test_scripted_kernels.py) and runs the learning bot's game (128 matches against the
-scripted bots: step, observe, reset) in 1.79 us a step against 12.98 us (docs/arena.md, "Speed"). numba
-compiles it once per machine (10-20 s), then loads it from its disk cache (``arena compile``)."""
+compiled one, which plays the numpy reference's game bit for bit (tests/arena/games/test_compiled_engine.py)
+several times faster (docs/arena.md, "Speed"). numba compiles it once per machine, then loads it from its
+disk cache (``arena compile``)."""
 
 DISTRIBUTED_TIMEOUT = 60.0
 """Seconds a learner rank of ``arena serve --distributed`` waits in a collective for the others before it
