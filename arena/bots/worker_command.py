@@ -26,7 +26,7 @@ def run_worker(args: argparse.Namespace) -> int:
 
     from bot_protocol.client import BlockingBotClient, ClientConfig, HandshakeRejected
 
-    from ..games.tank.engine import ACT_DIM
+    from ..games.tank.actions import ACT_DIM
     from ..games.tank.observation import OBS_DIM
     from .play import MatchLog, play_learning_bot
     from .spec import LearningBotSpec

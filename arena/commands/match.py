@@ -87,7 +87,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 def _match(args: argparse.Namespace) -> int:
     from ..bots.play import PolicyController, ScriptedController, play_match
     from ..bots.policies import load_policy
-    from ..games.tank.engine import TankRules
+    from ..games.tank.rules import TankRules
     from ..royale.match import MatchListeners, RoyaleMatch, failure_message, play_royale_match, royale_rules
     from ..royale.seats import RoyaleBotSpec, RoyaleMatchError
     from ..royale.server import RoyaleServerConfig

@@ -70,7 +70,7 @@ def check_policy_file(spec: str) -> None:
         FileNotFoundError, ValueError: unreadable, or of other sizes than the tank arena's.
     """
     from ..bots.policies import load_policy
-    from ..games.tank.engine import ACT_DIM
+    from ..games.tank.actions import ACT_DIM
     from ..games.tank.observation import OBS_DIM
 
     try:
@@ -87,7 +87,7 @@ def league_spec(
     files: Sequence[str], options: Sequence[str], directory: Path, resume: bool, exclusive: bool = True
 ) -> LeagueSpec:
     """The league of ``arena train``: the scripted ladder, ``files`` as fixed members, snapshots under ``directory``."""
-    from ..games.tank.scripted import SCRIPTED
+    from ..games.tank.roster import SCRIPTED
 
     config = parse_options(options)
     named: list[tuple[str, str]] = []
@@ -312,7 +312,7 @@ def play_panel(run: Path, bots: Sequence[Path], rounds: int, seed: int, ticks_pe
 def rate_command(args: argparse.Namespace, royale: bool) -> int:
     """``arena match --rate``: a round-robin of the --bot list, rated by a Bradley-Terry fit on the Elo scale."""
     from ..bots.policies import load_policy
-    from ..games.tank.scripted import EXTRA_SCRIPTED, SCRIPTED
+    from ..games.tank.roster import EXTRA_SCRIPTED, SCRIPTED
 
     if royale or args.record is not None:
         raise ValueError("--rate plays the built-in arena's bots and policy files, without --record or royale:PATH")

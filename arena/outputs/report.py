@@ -24,7 +24,7 @@ from typing import Any
 
 from bot_protocol import Policy
 
-from ..games.tank.scripted import SCRIPTED
+from ..games.tank.roster import SCRIPTED
 
 __all__ = [
     "LEAGUE_COLUMNS",

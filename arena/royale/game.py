@@ -9,7 +9,7 @@ Call order, once per turn (``arena.royale.match`` and ``arena.royale.train`` do 
 
 1. :meth:`fill` writes the seats' merged intents into the action array (and the battle's
    ``turn_coupling``/``rescan``), right before ``battle.step``;
-2. :meth:`after_step` turns the step's :class:`~arena.games.tank.engine.StepEvents` into one
+2. :meth:`after_step` turns the step's :class:`~arena.games.tank.events.StepEvents` into one
    ``tick-event-for-bot`` per seat (plus ``round-ended``/``game-ended`` where a round or a
    game ended) and marks the seats that now owe an intent;
 3. intents arrive (:meth:`intent`) until every seat answered or the turn timeout; seats still
@@ -44,7 +44,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..games.tank.engine import ACT_DIM, BulletEvents, StepEvents, TankBattle
+from ..games.tank.actions import ACT_DIM
+from ..games.tank.engine import TankBattle
+from ..games.tank.events import BulletEvents, StepEvents
 from . import schema
 from .schema import BotIntent, GameSetup, IntentState
 

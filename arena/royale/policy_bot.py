@@ -8,7 +8,7 @@ online), ``policy.json`` (the rules the policy was trained with) and a copy of o
 robocode-tank-royale, nothing of Arena Trainer, and runs the same in a Tank Royale server and
 in ``arena match --bot royale:DIR``.
 
-Each turn it rebuilds the arena's 25-column observation (``arena.games.tank.engine.OBS_FIELDS``)
+Each turn it rebuilds the arena's 25-column observation (``arena.games.tank.observation.OBS_FIELDS``)
 from its own state and the enemy's last scan, runs the policy (sampling, as it trained;
 ``ARENA_POLICY_MEAN=1`` uses the mean action) and sends the action as a ``bot-intent``: target
 speed, body turn rate (scaled by the speed-dependent limit as in the arena), gun turn rate and

@@ -15,7 +15,6 @@ Importing this module imports numba (a dependency of the package, kept out of th
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,15 +29,7 @@ from .rules import TankRules
 if TYPE_CHECKING:
     from .engine import TankBattle
 
-__all__ = [
-    "KERNELS",
-    "SCRIPTED_KERNELS",
-    "CompiledEngine",
-    "compile_all",
-    "kernel_stats",
-    "libm_matches_numpy",
-    "rule_params",
-]
+__all__ = ["KERNELS", "SCRIPTED_KERNELS", "CompiledEngine", "libm_matches_numpy", "rule_params"]
 
 KERNELS: tuple[str, ...] = ("step_1v1", "gun_bearing_1v1", "observe_1v1", "reset_1v1")
 """The entry points in :mod:`arena.games.tank.kernels` (each compiled, or loaded from the cache, on first use)."""
@@ -203,32 +194,6 @@ class CompiledEngine:
             b.scores, self._work, self._key, out,
         )  # fmt: skip
         return out
-
-
-def compile_all(drawn: bool = True) -> float:
-    """Compile (or load from numba's cache) every kernel, the engine's and the scripted bots', on a tiny battle.
-
-    Returns the seconds it took: 10-20 s the first time on a machine, well under a second from the cache.
-    """
-    from .engine import TankBattle
-    from .scripted import EXTRA_SCRIPTED, SCRIPTED, make_scripted
-
-    t0 = time.perf_counter()
-    battle = TankBattle(1, 2, engine="numba")
-    battle.step(np.zeros((1, 2, 5)))
-    obs = battle.observe()
-    for name in (*SCRIPTED, *EXTRA_SCRIPTED) if drawn else SCRIPTED:  # drawn: the population, for runs that use it
-        make_scripted(name, 1, engine="numba").act(obs[:, 1])
-    return time.perf_counter() - t0
-
-
-def kernel_stats() -> dict[str, Any]:
-    """numba's compile statistics of each kernel (``cache_hits`` / ``cache_misses`` by signature), for the tests."""
-    from . import drawn_kernel, scripted_kernels
-
-    stats = {name: getattr(kernels, name).stats for name in KERNELS}
-    stats |= {name: getattr(scripted_kernels, name).stats for name in SCRIPTED_KERNELS}
-    return stats | {"drawn_act": drawn_kernel.drawn_act.stats}
 
 
 def libm_matches_numpy(n: int = 20_000, seed: int = 0) -> bool:

@@ -17,65 +17,30 @@ positive turn is counter-clockwise (a *left* turn). Relative angles are in
 This module holds the battle's state and the tick order (guns, drive, walls, rams, bullets,
 inactivity, deaths). The rest of the game lives beside it, one job per module:
 ``rules.py`` (:class:`TankRules` and the formulas), ``observation.py`` (``OBS_FIELDS`` and
-:meth:`TankBattle.observe`), ``bullets.py`` (the bullet phase), ``events.py`` (the
-:class:`StepInfo` / :class:`StepEvents` records) and ``geometry.py`` (pure numpy helpers).
-The names callers have always imported from here stay importable (``__all__`` re-exports them), so
-existing ``from arena.games.tank.engine import ...`` lines keep working; new code imports each name
-from the module that defines it.
+:meth:`TankBattle.observe`), ``actions.py`` (``ACT_DIM``), ``bullets.py`` (the bullet phase),
+``events.py`` (the :class:`StepInfo` / :class:`StepEvents` records), ``engines.py`` (the engines' names)
+and ``geometry.py`` (pure numpy helpers). Callers import each name from the module that defines it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .actions import ACT_DIM
 from .bullets import fire, move_bullets
+from .engines import ENGINES, EngineName
 from .events import BulletEvents, StepEvents, StepInfo
 from .geometry import DEG, normalize_relative, push_apart, sweep_touches
-from .observation import OBS_DIM, OBS_FIELDS, build_observation, lead_direction, nearest_enemy
-from .rules import (
-    DEFAULT_RULES,
-    TankRules,
-    bullet_damage,
-    bullet_speed,
-    gun_heat_after_firing,
-    max_turn_rate,
-    next_velocity,
-    wall_damage,
-)
+from .observation import build_observation, lead_direction, nearest_enemy
+from .rules import DEFAULT_RULES, TankRules
 
-__all__ = [
-    "ACT_DIM",
-    "ENGINES",
-    "OBS_DIM",
-    "OBS_FIELDS",
-    "BulletEvents",
-    "EngineName",
-    "StepEvents",
-    "StepInfo",
-    "TankBattle",
-    "TankRules",
-    "bullet_damage",
-    "bullet_speed",
-    "gun_heat_after_firing",
-    "max_turn_rate",
-    "next_velocity",
-    "normalize_relative",
-    "wall_damage",
-]
+__all__ = ["TankBattle"]
 
 if TYPE_CHECKING:
     from .compiled import CompiledEngine
-
-EngineName = Literal["numpy", "numba"]
-"""How a battle (and a scripted bot) computes a tick: numpy, the reference, or numba, the same code compiled."""
-ENGINES: tuple[str, ...] = ("numpy", "numba")
-"""The values of ``TankBattle(engine=...)``: the numpy reference (the default) and the compiled 1v1 form."""
-
-ACT_DIM: int = 5
-"""Action columns: target velocity, body turn, gun turn, fire power, radar turn (all in [-1, 1])."""
 
 _HEAT_EPS = 1e-9  # gun heat below this is 0 (0.1-steps in floating point do not land on 0 exactly)
 _RAM_TOL = 0.05  # a collision needs an overlap of at least this (ignores push-apart residues in FFA jams)
