@@ -33,7 +33,7 @@ from .actions import ACT_DIM
 from .bullets import fire, move_bullets
 from .engines import ENGINES, EngineName
 from .events import BulletEvents, StepEvents, StepInfo
-from .geometry import DEG, normalize_relative, push_apart, sweep_touches
+from .geometry import DEG, Pairs, normalize_relative, push_apart, sweep_touches
 from .observation import build_observation, lead_direction, nearest_enemy
 from .rules import DEFAULT_RULES, TankRules
 
@@ -119,16 +119,7 @@ class TankBattle:
         # phase modules (observation.py, bullets.py) read and update them as the step's own code does.
         self._tidx = np.arange(T)
         self._eye = np.eye(T, dtype=bool)
-        pi, pj = np.triu_indices(T, 1)
-        self._pi, self._pj = pi, pj
-        sym = np.zeros((len(pi), T))
-        sym[np.arange(len(pi)), pi] = 1.0
-        sym[np.arange(len(pi)), pj] = 1.0
-        self._pair_sum = sym  # (P, T): pair -> both tanks
-        signed = np.zeros((len(pi), T))
-        signed[np.arange(len(pi)), pi] = -1.0
-        signed[np.arange(len(pi)), pj] = 1.0
-        self._pair_signed = signed  # (P, T): pair -> -i, +j
+        self._pairs = Pairs.of(T)
         self._other: NDArray[np.intp] = np.broadcast_to(
             np.arange(T, dtype=np.intp)[::-1], (M, T)
         ).copy()  # 1v1: the enemy's index
@@ -306,14 +297,14 @@ class TankBattle:
 
         # 4. Rams: colliding pairs both take ram_damage and go back to where they were;
         #    a tank moving toward the other (ramming) stops and scores the ram.
-        pi, pj = self._pi, self._pj
+        pi, pj = self._pairs.first, self._pairs.second
         dx = x[:, pj] - x[:, pi]
         dy = y[:, pj] - y[:, pi]
         coll = (dx * dx + dy * dy < (2.0 * rad - _RAM_TOL) ** 2) & alive_now[:, pi] & alive_now[:, pj]
         bumped = coll.any(axis=1)
         rows = np.flatnonzero(bumped)
         if rows.size:
-            x, y, v, alive_now = self._rams(rows, coll[rows], dx[rows], dy[rows], x, y, x_old, y_old, v, h, alive_now)
+            x, y, v, alive_now = self._rams(rows, coll[rows], dx[rows], dy[rows], x, y, v, alive_now)
         rec = self.record_events
         if rec:
             sweep = normalize_relative(self.radar_heading - radar_old)  # the radar's turn this tick
@@ -408,8 +399,9 @@ class TankBattle:
         rammed = np.zeros((M, T, T), bool)
         if self._ev_rams is not None:
             rows, coll, rams = self._ev_rams
-            collided[rows[:, None], self._pi, self._pj] = coll
-            collided[rows[:, None], self._pj, self._pi] = coll
+            pi, pj = self._pairs.first, self._pairs.second
+            collided[rows[:, None], pi, pj] = coll
+            collided[rows[:, None], pj, pi] = coll
             rammed[rows] = rams
         fired = self._ev_fired or BulletEvents.empty()
         hits, walls, pairs = self._ev_bullets or (BulletEvents.empty(), BulletEvents.empty(), (BulletEvents.empty(),) * 2)
@@ -462,17 +454,19 @@ class TankBattle:
         dy: NDArray[np.float64],
         x: NDArray[np.float64],
         y: NDArray[np.float64],
-        x_old: NDArray[np.float64],
-        y_old: NDArray[np.float64],
         v: NDArray[np.float64],
-        h: NDArray[np.float64],
         alive_now: NDArray[np.bool_],
     ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
-        """Resolve the collisions of the matches ``rows`` (pair arrays already restricted to them)."""
+        """Resolve the collisions of the matches ``rows`` (pair arrays already restricted to them).
+
+        ``x, y`` are the positions after the drive; ``self.x, self.y`` are still those before it, where a
+        tank involved goes back to.
+        """
         r = self.rules
         T = self.n_tanks
-        pi, pj = self._pi, self._pj
-        vr, hr = v[rows], h[rows]
+        pi, pj = self._pairs.first, self._pairs.second
+        x_old, y_old = self.x, self.y
+        vr, hr = v[rows], self.heading[rows] * DEG
         cos_h, sin_h = np.cos(hr), np.sin(hr)
         ram_i = coll & (vr[:, pi] * (dx * cos_h[:, pi] + dy * sin_h[:, pi]) > 0.0)
         ram_j = coll & (vr[:, pj] * (-dx * cos_h[:, pj] - dy * sin_h[:, pj]) > 0.0)
@@ -481,7 +475,7 @@ class TankBattle:
         rams[:, pj, pi] = ram_j
         if self.record_events:
             self._ev_rams = (rows, coll, rams)
-        n_coll = coll.astype(np.float64) @ self._pair_sum  # (R, T) collisions per tank
+        n_coll = coll.astype(np.float64) @ self._pairs.both  # (R, T) collisions per tank
         e_before = self.energy[rows]
         e_after = e_before - r.ram_damage * n_coll
         self.energy[rows] = e_after
@@ -505,9 +499,7 @@ class TankBattle:
         y[rows] = np.where(involved, y_old[rows], y[rows])
         v[rows] = np.where(rams.any(axis=2), 0.0, vr)
         alive_now[rows] = alive_r & ~killed
-        x[rows], y[rows] = push_apart(
-            x[rows], y[rows], alive_now[rows], pi, pj, self._pair_signed, r.tank_radius, r.width, r.height
-        )
+        x[rows], y[rows] = push_apart(x[rows], y[rows], alive_now[rows], self._pairs, r.tank_radius, r.width, r.height)
         return x, y, v, alive_now
 
 
