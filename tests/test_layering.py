@@ -85,3 +85,18 @@ def test_no_function_of_the_server_or_the_arena_takes_more_than_8_parameters() -
                     if len(names) + (a.vararg is not None) > 8:
                         found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert found == []
+
+
+def test_no_function_of_the_games_is_longer_than_80_lines() -> None:
+    """A long function is phases waiting to be named (``TankBattle.step``: one method per phase, as its kernel).
+
+    The numeric kernels (``NUMERIC_KERNELS``) are exempt: a kernel's loop is kept whole for the compiler.
+    """
+    found = []
+    for path in sorted((ROOT / "arena" / "games").rglob("*.py")):
+        if path.relative_to(ROOT).as_posix() in NUMERIC_KERNELS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (node.end_lineno or 0) - node.lineno >= 80:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert found == []
