@@ -132,8 +132,8 @@ def numba_compile_times() -> dict[str, float]:
     """The kernels' compile time (first run) and cache-load time, each in a fresh process, one fresh cache folder."""
     code = (
         "import time; t0 = time.perf_counter()\n"
-        "from arena.games.tank import compiled\n"
-        "t1 = time.perf_counter(); seconds = compiled.compile_all()\n"
+        "from arena.games.tank import precompile\n"
+        "t1 = time.perf_counter(); seconds = precompile.compile_all()\n"
         "print(t1 - t0, seconds)\n"
     )
     out: dict[str, float] = {}

@@ -23,7 +23,8 @@ def bot_side(seconds: float, n_matches: int = 128, opponent: Literal["sitting", 
     """The learning bot's loop for ``seconds`` of this thread's CPU time; its cost per step, and the policy's share."""
     from agents import make_agent
     from arena.bots.play import TICKS_PER_FRAME, ScriptedController
-    from arena.games.tank.engine import ACT_DIM, TankBattle
+    from arena.games.tank.actions import ACT_DIM
+    from arena.games.tank.engine import TankBattle
     from arena.games.tank.observation import OBS_DIM
     from arena.league.commands import league_spec
     from bot_protocol import Policy, RewardMode, StepRecorder, Weights, encode

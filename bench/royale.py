@@ -205,7 +205,8 @@ def _tick_template(my_id: int) -> tuple[str, str]:
     """
     import numpy as np
 
-    from arena.games.tank.engine import ACT_DIM, TankBattle
+    from arena.games.tank.actions import ACT_DIM
+    from arena.games.tank.engine import TankBattle
     from arena.royale.game import RoyaleGame
     from arena.royale.match import royale_rules
     from arena.royale.schema import GameSetup, dumps

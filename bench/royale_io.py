@@ -89,7 +89,8 @@ def _tick() -> str:
     """A real tick event: the arena's first tick of a 1v1 as a Tank Royale bot sees it."""
     import numpy as np
 
-    from arena.games.tank.engine import ACT_DIM, TankBattle
+    from arena.games.tank.actions import ACT_DIM
+    from arena.games.tank.engine import TankBattle
     from arena.royale.game import RoyaleGame
     from arena.royale.match import royale_rules
     from arena.royale.seats import game_setup

@@ -20,7 +20,9 @@ from numpy.typing import NDArray
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvStepReturn
 
 from arena.bots.play import MatchLog, ScriptedController, play_match
-from arena.games.tank.engine import ACT_DIM, EngineName, TankBattle
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.engine import TankBattle
+from arena.games.tank.engines import EngineName
 from arena.games.tank.observation import OBS_DIM
 from arena.games.tank.rewards import compute_round_reward, compute_tick_reward
 from arena.games.tank.rules import TankRules

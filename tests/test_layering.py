@@ -64,15 +64,19 @@ def test_the_check_sees_imports_wherever_they_stand(tmp_path: Path) -> None:
     assert forbidden("server.stats", {"server"}) and not forbidden("serverless", {"server"})
 
 
+NUMERIC_KERNELS = ("arena/games/tank/kernels.py", "arena/games/tank/scripted_kernels.py", "arena/games/tank/drawn_kernel.py")
+"""The games' numba kernels: arrays in, arrays out, on the tick's hot path, where a record costs a call's typing."""
+
+
 def test_no_function_of_the_server_or_the_arena_takes_more_than_8_parameters() -> None:
     """A long parameter list is a plan or a spec waiting to be named (arena/commands/*_plan.py, LearningBotSpec).
 
-    The games' numeric kernels (``arena/games/``: arrays in, arrays out, on the tick's hot path) are exempt.
+    The numeric kernels (``NUMERIC_KERNELS``) are exempt; the rest of the games is not.
     """
     found = []
     for package in ("server", "arena"):
         for path in sorted((ROOT / package).rglob("*.py")):
-            if path.is_relative_to(ROOT / "arena" / "games"):
+            if path.relative_to(ROOT).as_posix() in NUMERIC_KERNELS:
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -80,4 +84,19 @@ def test_no_function_of_the_server_or_the_arena_takes_more_than_8_parameters() -
                     names = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs) if p.arg not in ("self", "cls")]
                     if len(names) + (a.vararg is not None) > 8:
                         found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert found == []
+
+
+def test_no_function_of_the_games_is_longer_than_80_lines() -> None:
+    """A long function is phases waiting to be named (``TankBattle.step``: one method per phase, as its kernel).
+
+    The numeric kernels (``NUMERIC_KERNELS``) are exempt: a kernel's loop is kept whole for the compiler.
+    """
+    found = []
+    for path in sorted((ROOT / "arena" / "games").rglob("*.py")):
+        if path.relative_to(ROOT).as_posix() in NUMERIC_KERNELS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (node.end_lineno or 0) - node.lineno >= 80:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert found == []

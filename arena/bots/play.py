@@ -21,11 +21,14 @@ from numpy.typing import NDArray
 from bot_protocol import Policy, RewardMode
 from bot_protocol.client import BlockingBotClient, ClientConfig
 
-from ..games.tank.engine import ACT_DIM, EngineName, TankBattle
+from ..games.tank.actions import ACT_DIM
+from ..games.tank.engine import TankBattle
+from ..games.tank.engines import EngineName
 from ..games.tank.events import StepInfo
 from ..games.tank.observation import OBS_DIM
+from ..games.tank.roster import make_scripted
 from ..games.tank.rules import TankRules
-from ..games.tank.scripted import View, make_scripted
+from ..games.tank.scripted import View
 from .spec import LearningBotSpec
 
 __all__ = [
@@ -120,7 +123,7 @@ def make_opponent(kind: str, n: int, seed: int, engine: EngineName = "numpy") ->
     Raises:
         FileNotFoundError, ValueError: ``kind`` names no scripted bot and no loadable policy.
     """
-    from ..games.tank.scripted import EXTRA_SCRIPTED, SCRIPTED
+    from ..games.tank.roster import EXTRA_SCRIPTED, SCRIPTED
 
     if kind in SCRIPTED or kind in EXTRA_SCRIPTED:
         return ScriptedController(kind, n, seed, engine)

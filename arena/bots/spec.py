@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ..games.tank.engine import ENGINES, EngineName
+from ..games.tank.engines import ENGINES, EngineName
 from ..games.tank.rules import TankRules
 
 __all__ = ["LeagueBuilder", "LearningBotSpec"]

@@ -48,13 +48,10 @@ def compile_kernels(ppo: bool, tank: bool, drawn: bool = True) -> tuple[str, boo
         dispatchers += ppo_kernels.dispatchers()
         parts.append("PPO's step kernels")
     if tank:
-        from ..games.tank import compiled, drawn_kernel, kernels, scripted_kernels
+        from ..games.tank import precompile
 
-        compiled.compile_all(drawn)
-        dispatchers += [getattr(kernels, name) for name in compiled.KERNELS]
-        dispatchers += [getattr(scripted_kernels, name) for name in compiled.SCRIPTED_KERNELS]
-        if drawn:
-            dispatchers.append(drawn_kernel.drawn_act)
+        precompile.compile_all(drawn)
+        dispatchers += precompile.dispatchers(drawn)
         parts.append("the tank engine and the scripted bots")
     if not parts:
         return None

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _export_onnx(args: argparse.Namespace) -> int:
     from ..bots.policies import load_weights
-    from ..games.tank.engine import ACT_DIM
+    from ..games.tank.actions import ACT_DIM
     from ..games.tank.observation import OBS_DIM
 
     try:

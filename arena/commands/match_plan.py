@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from .options import SCRIPTED_NAMES
 
 if TYPE_CHECKING:
-    from ..games.tank.engine import EngineName
+    from ..games.tank.engines import EngineName
     from ..games.tank.rules import TankRules
 
 __all__ = ["MatchBot", "MatchPlan", "RoyaleSettings"]

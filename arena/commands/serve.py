@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         group, flags = joined
 
-    from ..games.tank.engine import ACT_DIM
+    from ..games.tank.actions import ACT_DIM
     from ..games.tank.observation import OBS_DIM
     from ..games.tank.rewards import TANK_REWARD
     from ..outputs.tensorboard import ServerScalars

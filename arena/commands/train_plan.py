@@ -75,7 +75,7 @@ class TrainPlan:
     def eval_opponents(self) -> tuple[str, ...]:
         """Whom the run's candidates and its returned policy are evaluated against: the scripted ladder, and the
         ``drawn`` population when the league trains against it (each round a fresh draw of its parts)."""
-        from ..games.tank.scripted import SCRIPTED
+        from ..games.tank.roster import SCRIPTED
 
         drawn = self.league is not None and self.league.config.drawn
         return (*SCRIPTED, "drawn") if drawn else tuple(SCRIPTED)
@@ -89,7 +89,8 @@ class TrainPlan:
         """
         from ..games.reach import ACT_DIM as REACH_ACT
         from ..games.reach import OBS_DIM as REACH_OBS
-        from ..games.tank.engine import ACT_DIM, OBS_DIM
+        from ..games.tank.actions import ACT_DIM
+        from ..games.tank.observation import OBS_DIM
         from ..games.tank.rewards import TANK_REWARD
 
         tank = flags.game == "tank"

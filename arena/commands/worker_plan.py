@@ -55,7 +55,7 @@ class WorkerPlan:
 
         from bot_protocol.client import ClientConfig
 
-        from ..games.tank.engine import ACT_DIM
+        from ..games.tank.actions import ACT_DIM
         from ..games.tank.observation import OBS_DIM
 
         name = flags.name or f"worker-{socket.gethostname()}"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bots.play import Controller, PolicyController, ScriptedController
-from ..games.tank.engine import EngineName
+from ..games.tank.engines import EngineName
 from ..games.tank.rules import TankRules
 from .matchmaking import LeagueConfig
 from .opponents import LeagueSpec
@@ -71,7 +71,7 @@ def check_policy_file(spec: str) -> None:
         FileNotFoundError, ValueError: unreadable, or of other sizes than the tank arena's.
     """
     from ..bots.policies import load_policy
-    from ..games.tank.engine import ACT_DIM
+    from ..games.tank.actions import ACT_DIM
     from ..games.tank.observation import OBS_DIM
 
     try:
@@ -88,7 +88,7 @@ def league_spec(
     files: Sequence[str], options: Sequence[str], directory: Path, resume: bool, exclusive: bool = True
 ) -> LeagueSpec:
     """The league of ``arena train``: the scripted ladder, ``files`` as fixed members, snapshots under ``directory``."""
-    from ..games.tank.scripted import SCRIPTED
+    from ..games.tank.roster import SCRIPTED
 
     config = parse_options(options)
     named: list[tuple[str, str]] = []
@@ -321,7 +321,7 @@ def rate_players(bots: Sequence[str], deterministic: bool, engine: EngineName = 
         FileNotFoundError, ValueError: a policy file cannot be loaded (``load_policy``).
     """
     from ..bots.policies import load_policy
-    from ..games.tank.scripted import EXTRA_SCRIPTED, SCRIPTED
+    from ..games.tank.roster import EXTRA_SCRIPTED, SCRIPTED
 
     players: dict[str, ControllerFactory] = {}
     for spec in bots:

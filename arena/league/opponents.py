@@ -18,7 +18,8 @@ from numpy.typing import NDArray
 from bot_protocol import Policy
 
 from ..bots.play import Controller, PolicyController, ScriptedController
-from ..games.tank.engine import ACT_DIM, EngineName
+from ..games.tank.actions import ACT_DIM
+from ..games.tank.engines import EngineName
 from ..games.tank.events import StepInfo
 from .matchmaking import SELF, League, LeagueConfig, Member
 from .seats import MixedSeat

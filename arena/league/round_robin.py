@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from ..bots.play import Controller
-from ..games.tank.engine import ACT_DIM, EngineName, TankBattle
+from ..games.tank.actions import ACT_DIM
+from ..games.tank.engine import TankBattle
+from ..games.tank.engines import EngineName
 from ..games.tank.rules import TankRules
 from .opponents import outcomes
 from .ratings import RoundOutcome

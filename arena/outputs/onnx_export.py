@@ -90,7 +90,7 @@ def model_metadata(weights: Weights, game: Mapping[str, str] | None = None) -> d
     ``action_low``/``action_high``: ``tanh_mlp`` actions lie in ±``act_limit`` by construction;
     a ``gaussian_mlp`` mean is unbounded and the game clips what it is given (the tank arena to
     [-1, 1]: pass ``game``). ``observation_*`` and other game facts come from ``game`` when the
-    caller knows them (the tank arena's: :data:`arena.games.tank.engine.OBS_DIM` columns, docs/arena.md).
+    caller knows them (the tank arena's: :data:`arena.games.tank.observation.OBS_DIM` columns, docs/arena.md).
     """
     arch = weights.arch
     meta = {

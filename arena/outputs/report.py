@@ -24,8 +24,8 @@ from typing import Any
 
 from bot_protocol import Policy
 
-from ..games.tank.engine import EngineName
-from ..games.tank.scripted import SCRIPTED
+from ..games.tank.engines import EngineName
+from ..games.tank.roster import SCRIPTED
 
 __all__ = [
     "LEAGUE_COLUMNS",

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..bots.policies import RETURNED, newest_checkpoint
 
 if TYPE_CHECKING:
-    from ..games.tank.engine import EngineName
+    from ..games.tank.engines import EngineName
 
 __all__ = ["CANDIDATES", "Candidate", "CandidateEvaluator", "choose", "score"]
 

@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..games.tank.engine import ACT_DIM, TankBattle, TankRules
+from ..games.tank.actions import ACT_DIM
+from ..games.tank.engine import TankBattle
 from ..games.tank.frames import frame, header
+from ..games.tank.rules import TankRules
 from .recording import BULLET_FIELDS, FORMAT, TANK_FIELDS, VERSION, Recording
 
 __all__ = ["Recorder"]

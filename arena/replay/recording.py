@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..games.tank.engine import ACT_DIM, TankRules
+from ..games.tank.actions import ACT_DIM
+from ..games.tank.rules import TankRules
 from .atomic import write_atomic
 
 __all__ = [

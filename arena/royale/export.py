@@ -21,7 +21,7 @@ import bot_protocol
 from bot_protocol import Weights, encode
 
 from ..bots.policies import load_weights
-from ..games.tank.engine import ACT_DIM
+from ..games.tank.actions import ACT_DIM
 from ..games.tank.observation import OBS_DIM
 from ..games.tank.rules import TankRules
 

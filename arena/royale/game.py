@@ -30,7 +30,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..games.tank.engine import ACT_DIM, BulletEvents, StepEvents, TankBattle
+from ..games.tank.actions import ACT_DIM
+from ..games.tank.engine import TankBattle
+from ..games.tank.events import BulletEvents, StepEvents
 from . import schema
 from .schema import BotIntent, GameSetup, IntentState
 

@@ -27,7 +27,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..bots.play import Controller, MatchObserver
-from ..games.tank.engine import ACT_DIM, TankBattle, TankRules
+from ..games.tank.actions import ACT_DIM
+from ..games.tank.engine import TankBattle
+from ..games.tank.rules import TankRules
 from .booter import BootedBot, exit_status, find_bot
 from .game import RoyaleGame
 from .seats import RoyaleBotSpec, RoyaleMatchError, SeatedBots, boot_seats, game_setup, join_bots, stop_bots

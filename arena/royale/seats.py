@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ..games.tank.engine import TankRules
+from ..games.tank.rules import TankRules
 from . import schema
 from .booter import BootedBot, boot, exit_status, find_bot
 from .game import ENDLESS_ROUNDS, RoyaleGame

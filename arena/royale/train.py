@@ -27,7 +27,10 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from ..games.tank.engine import ACT_DIM, EngineName, TankBattle, TankRules
+from ..games.tank.actions import ACT_DIM
+from ..games.tank.engine import TankBattle
+from ..games.tank.engines import EngineName
+from ..games.tank.rules import TankRules
 from . import schema
 from .booter import BootedBot, find_bot
 from .game import RoyaleGame

@@ -351,7 +351,8 @@ def test_worker_waits_for_its_server_survives_a_restart_and_stops_on_sigterm():
     """`arena worker` started before its server retries, trains, reconnects after a restart, and exits 0 on SIGTERM."""
     import signal
 
-    from arena.games.tank.engine import ACT_DIM, OBS_DIM
+    from arena.games.tank.actions import ACT_DIM
+    from arena.games.tank.observation import OBS_DIM
     from arena.games.tank.rewards import TANK_REWARD  # arena workers are terms-mode tank bots
     from tests.conftest import running_server
 
@@ -377,7 +378,8 @@ def test_worker_waits_for_its_server_survives_a_restart_and_stops_on_sigterm():
 
 def test_worker_budget_and_refusal():
     """`--rounds N` ends the worker with exit 0; a server that refuses its token ends it with one line and exit 2."""
-    from arena.games.tank.engine import ACT_DIM, OBS_DIM
+    from arena.games.tank.actions import ACT_DIM
+    from arena.games.tank.observation import OBS_DIM
     from arena.games.tank.rewards import TANK_REWARD  # arena workers are terms-mode tank bots
     from tests.conftest import running_server
 
@@ -477,7 +479,8 @@ def test_worker_over_wss_verifies_the_certificate(tmp_path):
     import os
 
     pytest.importorskip("cryptography")
-    from arena.games.tank.engine import ACT_DIM, OBS_DIM
+    from arena.games.tank.actions import ACT_DIM
+    from arena.games.tank.observation import OBS_DIM
     from arena.games.tank.rewards import TANK_REWARD  # arena workers are terms-mode tank bots
     from tests.conftest import running_server
 

@@ -6,7 +6,8 @@ import pytest
 
 from agents import PPOConfig
 from arena.defaults import MINIBATCHES, STEPS_PER_AGENT, TANK_MATCHES, Layout, choose_layout, tank_ppo_options
-from arena.games.tank.engine import ACT_DIM, OBS_DIM
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.observation import OBS_DIM
 
 
 @pytest.mark.parametrize("agents", [1, 4, 16, TANK_MATCHES, 2 * TANK_MATCHES])

@@ -331,7 +331,8 @@ def test_entrypoint_is_the_declared_console_script() -> None:
 
 def test_image_cmd_serves_the_tank_arena_into_the_volume(capsys: pytest.CaptureFixture[str]) -> None:
     """The default CMD parses, binds all interfaces, keeps the tank sizes and writes to the /data volume."""
-    from arena.games.tank.engine import ACT_DIM, OBS_DIM
+    from arena.games.tank.actions import ACT_DIM
+    from arena.games.tank.observation import OBS_DIM
 
     argv = exec_form(values("CMD")[-1])
     args = parse_command(argv, capsys)
@@ -374,7 +375,8 @@ def test_every_compose_command_parses(capsys: pytest.CaptureFixture[str]) -> Non
     """Each service's command line parses with the real `arena` parser (parse only, nothing runs).
 
     The worker services need the `arena worker` subcommand."""
-    from arena.games.tank.engine import ACT_DIM, OBS_DIM
+    from arena.games.tank.actions import ACT_DIM
+    from arena.games.tank.observation import OBS_DIM
 
     for name, service in services().items():
         argv = command_of(service)

@@ -4,24 +4,22 @@ Bullets are the engine's largest and most intricate phase (a sparse list of the 
 scattered into dense per-match blocks where hits must be resolved in slot order), and nothing
 else in a step needs its details, so it has a module of its own. :meth:`TankBattle.step
 <arena.games.tank.engine.TankBattle.step>` calls :func:`fire` in its gun phase and
-:func:`move_bullets` after the rams; both work in place on the battle's state, including its
-per-step scratch (``_score_delta``, ``_dealt_delta``) and the event records it collects when
-``record_events`` is on (``_ev_fired``, ``_ev_pairs``, ``_ev_bullets``). They are functions of the
-battle, not methods, only to keep ``engine.py`` short: each is called once per step, never in a loop.
+:func:`move_bullets` after the rams; both work in place on the battle's state
+(:class:`~arena.games.tank.state.TankState`) and on the step's :class:`~arena.games.tank.tick.Tick`:
+the score and damage each tank earned, and the event records when ``record`` is on
+(``fired``, ``clashes``, ``bullets``).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .events import BulletEvents
 from .geometry import DEG, segments_cross
-
-if TYPE_CHECKING:
-    from .engine import TankBattle
+from .rules import TankRules
+from .state import TankState
+from .tick import Tick
 
 __all__ = ["fire", "move_bullets"]
 
@@ -31,12 +29,15 @@ _Applied = tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.float64]]
 """What :func:`_apply_hits` did to the matches ``rows``: ``(rows, onehot (R, B, T), damage (R, B))``."""
 
 
-def fire(battle: TankBattle, want: NDArray[np.bool_], power: NDArray[np.float64]) -> NDArray[np.bool_]:
+def fire(
+    state: TankState, rules: TankRules, tick: Tick, want: NDArray[np.bool_], power: NDArray[np.float64]
+) -> NDArray[np.bool_]:
     """Put a bullet in a free slot for every tank in ``want`` (tank-index order); returns who fired."""
-    B = battle.n_bullets
+    s = state
+    B = s.bullet_active.shape[1]
     rows = np.flatnonzero(want.any(axis=1))
     w = want[rows]
-    active = battle.bullet_active[rows]
+    active = s.bullet_active[rows]
     rank = np.cumsum(w, axis=1) - 1
     ok = w & (rank < (B - active.sum(axis=1))[:, None])
     order = np.argsort(active, axis=1, kind="stable")  # free slots first, in slot order
@@ -45,51 +46,52 @@ def fire(battle: TankBattle, want: NDArray[np.bool_], power: NDArray[np.float64]
     mi = rows[ri]
     flat = mi * B + slot[ri, ti]
     p = power[mi, ti]
-    g = battle.gun_heading[mi, ti]
+    g = s.gun_heading[mi, ti]
     gr = g * DEG
-    battle.bullet_active.flat[flat] = True
-    battle.bullet_x.flat[flat] = battle.x[mi, ti]
-    battle.bullet_y.flat[flat] = battle.y[mi, ti]
-    battle.bullet_heading.flat[flat] = g
-    battle.bullet_power.flat[flat] = p
-    battle.bullet_speed.flat[flat] = battle.rules.bullet_speed_base - battle.rules.bullet_speed_factor * p
-    battle.bullet_owner.flat[flat] = ti
-    battle._bullet_dx.flat[flat] = np.cos(gr)
-    battle._bullet_dy.flat[flat] = np.sin(gr)
-    if battle.record_events:
+    s.bullet_active.flat[flat] = True
+    s.bullet_x.flat[flat] = s.x[mi, ti]
+    s.bullet_y.flat[flat] = s.y[mi, ti]
+    s.bullet_heading.flat[flat] = g
+    s.bullet_power.flat[flat] = p
+    s.bullet_speed.flat[flat] = rules.bullet_speed_base - rules.bullet_speed_factor * p
+    s.bullet_owner.flat[flat] = ti
+    s.bullet_dx.flat[flat] = np.cos(gr)
+    s.bullet_dy.flat[flat] = np.sin(gr)
+    if tick.record:
         n = len(mi)
-        battle._ev_fired = BulletEvents(
-            mi, slot[ri, ti], ti, p, battle.x[mi, ti], battle.y[mi, ti], g, np.full(n, -1, np.intp), np.zeros(n)
-        )
+        tick.fired = BulletEvents(mi, slot[ri, ti], ti, p, s.x[mi, ti], s.y[mi, ti], g, np.full(n, -1, np.intp), np.zeros(n))
     fired = np.zeros_like(want)
     fired[mi, ti] = True
     return fired
 
 
-def move_bullets(
-    battle: TankBattle, fi: NDArray[np.int64], x: NDArray[np.float64], y: NDArray[np.float64], alive_now: NDArray[np.bool_]
-) -> NDArray[np.bool_] | None:
-    """Move the active bullets ``fi`` (flat indices into (M, B)), apply hits; returns matches with a hit (or None)."""
-    r = battle.rules
-    B, T = battle.n_bullets, battle.n_tanks
+def move_bullets(state: TankState, rules: TankRules, tick: Tick, fi: NDArray[np.int64]) -> NDArray[np.bool_] | None:
+    """Move the active bullets ``fi`` (flat indices into (M, B)), apply hits; returns matches with a hit (or None).
+
+    The tanks are where the tick has them so far (``tick.x``, ``tick.y``, ``tick.alive_now``).
+    """
+    s, r = state, rules
+    M, T = s.x.shape
+    B = s.bullet_active.shape[1]
+    x, y, alive_now = tick.x, tick.y, tick.alive_now
     rad = r.tank_radius
     m = fi // B
-    bx = battle.bullet_x.ravel()[fi]
-    by = battle.bullet_y.ravel()[fi]
-    bdx = battle._bullet_dx.ravel()[fi]
-    bdy = battle._bullet_dy.ravel()[fi]
-    sp = battle.bullet_speed.ravel()[fi]
+    bx = s.bullet_x.ravel()[fi]
+    by = s.bullet_y.ravel()[fi]
+    bdx = s.bullet_dx.ravel()[fi]
+    bdy = s.bullet_dy.ravel()[fi]
+    sp = s.bullet_speed.ravel()[fi]
     cx = x[m] - bx[:, None]  # (K, T) from the bullet to every tank
     cy = y[m] - by[:, None]
-    s = np.minimum(np.maximum(cx * bdx[:, None] + cy * bdy[:, None], 0.0), sp[:, None])  # closest point on path
-    qx = cx - s * bdx[:, None]
-    qy = cy - s * bdy[:, None]
-    hitp = (qx * qx + qy * qy <= rad * rad) & alive_now[m] & (battle.bullet_owner.ravel()[fi, None] != battle._tidx)
+    along = np.minimum(np.maximum(cx * bdx[:, None] + cy * bdy[:, None], 0.0), sp[:, None])  # closest point on path
+    qx = cx - along * bdx[:, None]
+    qy = cy - along * bdy[:, None]
+    hitp = (qx * qx + qy * qy <= rad * rad) & alive_now[m] & (s.bullet_owner.ravel()[fi, None] != np.arange(T))
     ex = bx + bdx * sp
     ey = by + bdy * sp
     clash = None
     if r.bullet_collisions and fi.size > 1:
-        clash = _clashes(battle, fi, m, bx, by, ex, ey)
+        clash = _clashes(s, tick, fi, m, bx, by, ex, ey)
         if clash is not None:
             hitp &= ~clash[:, None]  # bullets that met a bullet hit nothing else
     hit_k = hitp.any(axis=1)
@@ -98,30 +100,31 @@ def move_bullets(
     gone = out if clash is None else out | clash
     applied: _Applied | None = None  # the hits as applied, for the event records
     if hit_k.any():
-        hit_match = np.zeros(battle.n_matches, bool)
+        hit_match = np.zeros(M, bool)
         kh = np.flatnonzero(hit_k)
         rows, inv = np.unique(m[kh], return_inverse=True)
         hit_match[rows] = True
         # Dense (rows, B, T) view of the hits of those matches, resolved in slot order.
         dense_hit = np.zeros((len(rows), B, T), bool)
-        dense_s = np.zeros((len(rows), B, T))
+        dense_along = np.zeros((len(rows), B, T))
         slots = fi[kh] - m[kh] * B
         dense_hit[inv, slots] = hitp[kh]
-        dense_s[inv, slots] = s[kh]
-        onehot, dmg = _apply_hits(battle, rows, dense_hit, dense_s)
+        dense_along[inv, slots] = along[kh]
+        onehot, dmg = _apply_hits(s, r, tick, rows, dense_hit, dense_along)
         applied = (rows, onehot, dmg)
         gone |= hit_k
-    if battle.record_events:
-        _record_bullets(battle, fi, m, ex, ey, out & ~hit_k, applied)
+    if tick.record:
+        _record_bullets(s, tick, fi, m, ex, ey, out & ~hit_k, applied)
     keep = fi[~gone]
-    battle.bullet_x.ravel()[keep] = ex[~gone]
-    battle.bullet_y.ravel()[keep] = ey[~gone]
-    battle.bullet_active.ravel()[fi[gone]] = False
+    s.bullet_x.ravel()[keep] = ex[~gone]
+    s.bullet_y.ravel()[keep] = ey[~gone]
+    s.bullet_active.ravel()[fi[gone]] = False
     return hit_match
 
 
 def _clashes(
-    battle: TankBattle,
+    s: TankState,
+    tick: Tick,
     fi: NDArray[np.int64],
     m: NDArray[np.int64],
     bx: NDArray[np.float64],
@@ -134,9 +137,9 @@ def _clashes(
     Only matches with two or more bullets in flight are looked at, as dense (R, B, B) pairs;
     the pairs are recorded for ``record_events``.
     """
-    M, B = battle.n_matches, battle.n_bullets
+    M, B = s.bullet_active.shape
     if fi.size <= _COMPACT_CLASHES:
-        return _clashes_compact(battle, fi, m, bx, by, ex, ey)
+        return _clashes_compact(s, tick, fi, m, bx, by, ex, ey)
     count = np.bincount(m, minlength=M)
     rows = np.flatnonzero(count >= 2)
     if rows.size == 0:
@@ -156,18 +159,19 @@ def _clashes(
     if not cross.any():
         return None
     dense = np.asarray(cross.any(axis=2) | cross.any(axis=1))  # (R, B): the bullet met another
-    if battle.record_events:
+    if tick.record:
         pr, pa, pb = np.nonzero(cross)
         pm = rows[pr]
-        battle._ev_pairs = (
-            _records(battle, pm, pa, sx[pr, pa] + dx[pr, pa], sy[pr, pa] + dy[pr, pa]),
-            _records(battle, pm, pb, sx[pr, pb] + dx[pr, pb], sy[pr, pb] + dy[pr, pb]),
+        tick.clashes = (
+            _records(s, pm, pa, sx[pr, pa] + dx[pr, pa], sy[pr, pa] + dy[pr, pa]),
+            _records(s, pm, pb, sx[pr, pb] + dx[pr, pb], sy[pr, pb] + dy[pr, pb]),
         )
     return np.asarray(dense[pos[m], fi - m * B] & (pos[m] >= 0))
 
 
 def _clashes_compact(
-    battle: TankBattle,
+    s: TankState,
+    tick: Tick,
     fi: NDArray[np.int64],
     m: NDArray[np.int64],
     bx: NDArray[np.float64],
@@ -176,42 +180,43 @@ def _clashes_compact(
     ey: NDArray[np.float64],
 ) -> NDArray[np.bool_] | None:
     """:func:`_clashes` for few bullets in flight: all (K, K) pairs of the list at once (same match only)."""
-    B = battle.n_bullets
+    B = s.bullet_active.shape[1]
     k = len(fi)
     cross = segments_cross(bx, by, ex - bx, ey - by) & (m[:, None] == m[None, :])  # [a, b], same match only
     cross &= np.triu(np.ones((k, k), bool), 1)
     if not cross.any():
         return None
-    if battle.record_events:
+    if tick.record:
         pa, pb = np.nonzero(cross)
         pm = m[pa]
-        battle._ev_pairs = (
-            _records(battle, pm, fi[pa] - pm * B, ex[pa], ey[pa]),
-            _records(battle, pm, fi[pb] - pm * B, ex[pb], ey[pb]),
+        tick.clashes = (
+            _records(s, pm, fi[pa] - pm * B, ex[pa], ey[pa]),
+            _records(s, pm, fi[pb] - pm * B, ex[pb], ey[pb]),
         )
     return np.asarray(cross.any(axis=1) | cross.any(axis=0))
 
 
 def _records(
-    battle: TankBattle, match: NDArray[np.intp], slot: NDArray[np.intp], x: NDArray[np.float64], y: NDArray[np.float64]
+    s: TankState, match: NDArray[np.intp], slot: NDArray[np.intp], x: NDArray[np.float64], y: NDArray[np.float64]
 ) -> BulletEvents:
     """BulletEvents for the bullets in ``(match, slot)`` at positions ``x, y`` (no victim)."""
     n = len(match)
     return BulletEvents(
         match,
         slot,
-        battle.bullet_owner[match, slot].astype(np.intp),
-        battle.bullet_power[match, slot],
+        s.bullet_owner[match, slot].astype(np.intp),
+        s.bullet_power[match, slot],
         x,
         y,
-        battle.bullet_heading[match, slot],
+        s.bullet_heading[match, slot],
         np.full(n, -1, np.intp),
         np.zeros(n),
     )
 
 
 def _record_bullets(
-    battle: TankBattle,
+    s: TankState,
+    tick: Tick,
     fi: NDArray[np.int64],
     m: NDArray[np.int64],
     ex: NDArray[np.float64],
@@ -224,61 +229,60 @@ def _record_bullets(
     ``wall`` marks the bullets (of ``fi``) that left the field without hitting a tank; ``applied``
     is ``(rows, onehot, damage)`` from :func:`_apply_hits`, or None when no bullet hit.
     """
-    B = battle.n_bullets
+    B = s.bullet_active.shape[1]
     kw = np.flatnonzero(wall)
-    walls = _records(battle, m[kw], fi[kw] - m[kw] * B, ex[kw], ey[kw])
+    walls = _records(s, m[kw], fi[kw] - m[kw] * B, ex[kw], ey[kw])
     hits = BulletEvents.empty()
     if applied is not None:
         rows, onehot, dmg = applied
         hr, hb, ht = np.nonzero(onehot)
         hm = rows[hr]
         k = np.searchsorted(fi, hm * B + hb)
-        hits = _records(battle, hm, hb, ex[k], ey[k])
+        hits = _records(s, hm, hb, ex[k], ey[k])
         hits.victim = ht.astype(np.intp)
         hits.damage = dmg[hr, hb]
-    pairs = battle._ev_pairs or (BulletEvents.empty(), BulletEvents.empty())
-    battle._ev_pairs = None
-    battle._ev_bullets = (hits, walls, pairs)
+    pairs = tick.clashes or (BulletEvents.empty(), BulletEvents.empty())
+    tick.bullets = (hits, walls, pairs)
 
 
 def _apply_hits(
-    battle: TankBattle, rows: NDArray[np.int64], hitp: NDArray[np.bool_], s: NDArray[np.float64]
+    s: TankState, r: TankRules, tick: Tick, rows: NDArray[np.int64], hitp: NDArray[np.bool_], along: NDArray[np.float64]
 ) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
-    """Apply the bullet hits ``hitp`` (R, B, T) of the matches ``rows``, in slot order.
+    """Apply the bullet hits ``hitp`` (R, B, T) of the matches ``rows``, in slot order (``along``: where on its path).
 
     Returns the hits as applied (R, B, T) (the first tank on each bullet's path) and each bullet's damage (R, B).
     """
-    r = battle.rules
-    T = battle.n_tanks
+    T = s.x.shape[1]
+    tanks = np.arange(T)
     if T == 2:
         onehot = hitp  # a bullet can only hit the one non-owner
     else:
-        first = np.argmin(np.where(hitp, s, np.inf), axis=2)
-        onehot = (first[..., None] == battle._tidx) & hitp
+        first = np.argmin(np.where(hitp, along, np.inf), axis=2)
+        onehot = (first[..., None] == tanks) & hitp
     hit_b = np.asarray(onehot.any(axis=2))
-    p = battle.bullet_power[rows]
+    p = s.bullet_power[rows]
     dmg = r.bullet_damage_factor * p + r.bullet_damage_bonus * np.maximum(p - 1.0, 0.0)
     hit_dmg = onehot * dmg[..., None]  # (R, B, T)
     cum = np.cumsum(hit_dmg, axis=1)
-    energy = battle.energy[rows]
+    energy = s.energy[rows]
     before = energy[:, None, :] - (cum - hit_dmg)  # the victim's energy before this bullet
     scored = np.where(onehot, np.maximum(np.minimum(dmg[..., None], before), 0.0), 0.0)
     killing = onehot & (before > 0.0) & (before - dmg[..., None] <= 0.0)
-    owner = (battle.bullet_owner[rows][..., None] == battle._tidx) & hit_b[..., None]  # (R, B, T) shooter
+    owner = (s.bullet_owner[rows][..., None] == tanks) & hit_b[..., None]  # (R, B, T) shooter
     owner_t = owner.transpose(0, 2, 1).astype(np.float64)
     dealt = owner_t @ scored  # [attacker, victim]
-    ledger = battle.bullet_damage_dealt[rows] + dealt
-    battle.bullet_damage_dealt[rows] = ledger
+    ledger = s.bullet_damage_dealt[rows] + dealt
+    s.bullet_damage_dealt[rows] = ledger
     dealt_by = dealt.sum(axis=2)
-    battle._dealt_delta[rows] += dealt_by
+    tick.dealt_delta[rows] += dealt_by
     sd = r.score_bullet_damage * dealt_by
     if killing.any():
         kills = (owner_t @ killing.astype(np.float64)) > 0.0
         sd += r.bonus_bullet_kill * (kills * ledger).sum(axis=2)
-    battle._score_delta[rows] += sd
+    tick.score_delta[rows] += sd
     energy -= hit_dmg.sum(axis=1)
     # Energy return to the shooters still alive after the damage.
     ret = (owner * (r.bullet_energy_return * p)[..., None]).sum(axis=1)
-    energy += np.where(battle.alive[rows] & (energy > 0.0), ret, 0.0)
-    battle.energy[rows] = energy
+    energy += np.where(s.alive[rows] & (energy > 0.0), ret, 0.0)
+    s.energy[rows] = energy
     return onehot, dmg

@@ -2,12 +2,12 @@
 
 Why: the training loop steps 128-256 1v1 matches at a time, where the numpy engine spends most of
 its ~1.2 ms per tick in numpy's per-call overhead. :class:`CompiledEngine` runs the same tick and
-observation as a few numba kernels (:mod:`arena.games.tank.kernels`) over the battle's own arrays,
-in place, so every reader of the state (scripted bots, rewards, recorders, the dashboard) sees
-what it always saw. It is chosen per battle and only covers the training configuration;
-:meth:`TankBattle.step <arena.games.tank.engine.TankBattle.step>` asks :meth:`CompiledEngine.covers`
-each tick and runs the numpy code for anything else (recorded events, Tank Royale's turn coupling
-or rescan). Free-for-all battles (``n_tanks > 2``) never get one: they stay numpy.
+observation as a few numba kernels (:mod:`arena.games.tank.kernels`) over the battle's own state
+(:class:`~arena.games.tank.state.TankState`), in place, so every reader of the state (scripted bots,
+rewards, recorders, the dashboard) sees what it always saw. It is chosen per battle and only covers
+the training configuration; :meth:`TankBattle.step <arena.games.tank.engine.TankBattle.step>` runs
+the numpy code for any other tick (recorded events, Tank Royale's turn coupling or rescan).
+Free-for-all battles (``n_tanks > 2``) never get one: they stay numpy.
 
 Importing this module imports numba (a dependency of the package, kept out of the numpy engine's imports);
 ``engine.py`` imports it only when a battle asks for ``engine="numba"``.
@@ -15,35 +15,27 @@ Importing this module imports numba (a dependency of the package, kept out of th
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from . import kernels
+from .actions import ACT_DIM
 from .events import StepInfo
 from .geometry import _OVERLAP_EPS, _PUSH_PASSES, DEG
 from .observation import LEAD_POWER, OBS_DIM
 from .rules import TankRules
+from .state import TankState
 
-if TYPE_CHECKING:
-    from .engine import TankBattle
-
-__all__ = [
-    "KERNELS",
-    "SCRIPTED_KERNELS",
-    "CompiledEngine",
-    "compile_all",
-    "kernel_stats",
-    "libm_matches_numpy",
-    "rule_params",
-]
+__all__ = ["KERNELS", "SCRIPTED_KERNELS", "CompiledEngine", "libm_matches_numpy", "rule_params"]
 
 KERNELS: tuple[str, ...] = ("step_1v1", "gun_bearing_1v1", "observe_1v1", "reset_1v1")
 """The entry points in :mod:`arena.games.tank.kernels` (each compiled, or loaded from the cache, on first use)."""
 SCRIPTED_KERNELS: tuple[str, ...] = ("angle_inputs", "spinner_act", "walker_act", "tracker_lead", "tracker_fire")
 """The entry points in :mod:`arena.games.tank.scripted_kernels` (the scripted bots' ``engine="numba"``)."""
+assert kernels.State._fields == TankState._fields, "kernels.State and state.TankState list the same fields in order"
+assert kernels.Tanks._fields == TankState._fields[: len(kernels.Tanks._fields)], "kernels.Tanks is the state's first fields"
 
 
 def rule_params(rules: TankRules, heat_eps: float, ram_tol: float) -> NDArray[np.float64]:
@@ -114,121 +106,80 @@ def rule_params(rules: TankRules, heat_eps: float, ram_tol: float) -> NDArray[np
 
 
 class CompiledEngine:
-    """The numba step and observation of one 1v1 :class:`~arena.games.tank.engine.TankBattle`.
+    """The numba step, observation and reset of one 1v1 battle's :class:`~arena.games.tank.state.TankState`.
 
-    It holds only the rules as constants and a little scratch; the state stays the battle's public arrays,
-    read afresh at every call (so a numpy step in between, or a caller's edit, is always seen).
+    It holds the rules as constants, a little scratch and the state's arrays as the kernels take them (plain
+    tuples); the arrays are the battle's own, written in place by every step (numpy's or this one), so a numpy
+    step in between, or a caller's edit, is always seen.
     """
 
-    def __init__(self, battle: TankBattle, heat_eps: float, ram_tol: float) -> None:
-        if battle.n_tanks != 2:
-            raise ValueError(f"the compiled engine plays 1v1 only, got {battle.n_tanks} tanks")
-        M, B = battle.n_matches, battle.n_bullets
-        self.params = rule_params(battle.rules, heat_eps, ram_tol)
+    def __init__(self, state: TankState, rules: TankRules, heat_eps: float, ram_tol: float) -> None:
+        M, T = state.x.shape
+        B = state.bullet_active.shape[1]
+        if T != 2:
+            raise ValueError(f"the compiled engine plays 1v1 only, got {T} tanks")
+        self.state = state
+        self.params = rule_params(rules, heat_eps, ram_tol)
+        self.max_distance = float(rules.max_distance)
+        # Plain tuples, built once: numba's dispatcher types a plain tuple in C at every call, a NamedTuple in Python.
+        self._arrays = tuple(state)
+        self._tanks = self._arrays[: len(kernels.Tanks._fields)]
         # Rows padded by 4 matches (64 bytes): at 128 or 256 matches a row is 2 or 4 KiB, and unpadded rows
         # shared their L1 cache sets and 4K-aliased each other's loads and stores (the lead's lanes 1.5x slower).
         self._work = np.zeros((len(kernels.WORK), M + 4, 2))
         self._lead_x, self._lead_y = self._work[kernels.LEAD_X, :M], self._work[kernels.LEAD_Y, :M]
         self._key = np.full((M, len(kernels.KEYS)), np.nan)  # nothing cached yet
-        self._flag = np.zeros((len(kernels.SCRATCH), max(B, 2)), bool)
-        self._tmp = np.zeros((len(kernels.SCRATCH64), max(B, 2)))
-        r = battle.rules
+        flag = np.zeros((len(kernels.SCRATCH), max(B, 2)), bool)
+        tmp = np.zeros((len(kernels.SCRATCH64), max(B, 2)))
+        self._scratch = (self._work, self._key, flag, tmp)
+        self._act_shape, self._obs_shape = (M, 2, ACT_DIM), (M, 2, OBS_DIM)
+        self._info_shape = (len(kernels.INFO32), M, 2)
+        r = rules
         ncx = int(r.width // r.spawn_cell)
         ncy = int(r.height // r.spawn_cell)
         cw, ch = r.width / ncx, r.height / ncy
         # As TankBattle.reset: cells per row, cell width and height, the jitter's spans, cells in all.
         self._spawn = np.array([ncx, cw, ch, cw - 2 * r.tank_radius, ch - 2 * r.tank_radius, ncx * ncy])
 
-    @staticmethod
-    def covers(battle: TankBattle) -> bool:
-        """Whether the kernels play this tick: not when events are recorded or Tank Royale's flags are set."""
-        return not battle.record_events and battle.turn_coupling is None and battle.rescan is None
-
-    def step(self, battle: TankBattle, actions: Any) -> StepInfo:
+    def step(self, actions: Any, reward_terms: bool) -> StepInfo:
         """TankBattle.step, compiled: the same state changes and the same StepInfo."""
-        b = battle
-        M = b.n_matches
+        s = self.state
         a = np.ascontiguousarray(actions, np.float64)  # one compiled variant (float32 would be a second: +10 s)
-        if a.shape != (M, 2, 5):
-            raise ValueError(f"actions must have shape ({M}, 2, 5), got {a.shape}")
-        info32 = np.empty((len(kernels.INFO32), M, 2), np.float32)
-        died = np.empty((M, 2), bool)
-        work = self._work
-        reward_terms = bool(b.reward_terms)
-        kernels.step_1v1(
-            self.params, reward_terms, a,
-            b.x, b.y, b.heading, b.velocity, b.energy, b.gun_heading, b.radar_heading, b.gun_heat, b.alive, b.scores,
-            b.tick, b.inactive_ticks, b.round_over, b.truncated, b.winner, b.bullet_damage_dealt, b.ram_damage_dealt,
-            b.bullet_active, b.bullet_x, b.bullet_y, b.bullet_heading, b.bullet_power, b.bullet_speed, b.bullet_owner,
-            b._bullet_dx, b._bullet_dy, work, self._key, self._flag, self._tmp, info32, died,
-        )  # fmt: skip
+        if a.shape != self._act_shape:
+            raise ValueError(f"actions must have shape {self._act_shape}, got {a.shape}")
+        info32 = np.empty(self._info_shape, np.float32)
+        died = np.empty(self._act_shape[:2], bool)
+        kernels.step_1v1(self.params, reward_terms, a, self._arrays, self._scratch, info32, died)
         energy_delta, enemy_energy_delta, damage_dealt, enemy_distance, gun_bearing_abs, scores = info32
         if reward_terms:  # numpy's own arctan2 (a SIMD routine on AVX-512, not the C library's), then the bearing
             angle = np.arctan2(self._lead_y, self._lead_x)
-            kernels.gun_bearing_1v1(angle, b.gun_heading, b.alive, gun_bearing_abs)
-        b.last_events = None
+            kernels.gun_bearing_1v1(angle, s.gun_heading, s.alive, gun_bearing_abs)
         return StepInfo(
             energy_delta=energy_delta,
             enemy_energy_delta=enemy_energy_delta,
             damage_dealt=damage_dealt,
             enemy_distance=enemy_distance,
-            max_distance=float(b.max_distance),
+            max_distance=self.max_distance,
             gun_bearing_abs=gun_bearing_abs,
-            alive=b.alive.copy(),
+            alive=s.alive.copy(),
             died=died,
-            round_over=b.round_over.copy(),
-            truncated=b.truncated.copy(),
+            round_over=s.round_over.copy(),
+            truncated=s.truncated.copy(),
             scores=scores,
-            winner=b.winner.copy(),
+            winner=s.winner.copy(),
         )
 
-    def reset(self, battle: TankBattle, mask: NDArray[np.bool_], draws: NDArray[np.float64]) -> None:
+    def reset(self, mask: NDArray[np.bool_], draws: NDArray[np.float64]) -> None:
         """The state writes of TankBattle.reset in the matches of ``mask``, from its random draws (the caller's, from
         the battle's RNG, in TankBattle.reset's order: a key per spawn cell for each reset match, then a jitter pair
         per tank, then a heading per tank), read in place by the kernel (slicing them here cost ~2 µs a reset)."""
-        b = battle
-        kernels.reset_1v1(
-            self.params, self._spawn, mask, draws,
-            b.x, b.y, b.heading, b.velocity, b.energy, b.gun_heading, b.radar_heading, b.gun_heat, b.alive, b.scores,
-            b.tick, b.round, b.inactive_ticks, b.round_over, b.truncated, b.winner, b.bullet_damage_dealt,
-            b.ram_damage_dealt, b.bullet_active,
-        )  # fmt: skip
+        kernels.reset_1v1(self.params, self._spawn, mask, draws, self._arrays)
 
-    def observe(self, battle: TankBattle) -> NDArray[np.float32]:
+    def observe(self) -> NDArray[np.float32]:
         """TankBattle.observe, compiled: (M, 2, OBS_DIM) float32."""
-        b = battle
-        out = np.empty((b.n_matches, 2, OBS_DIM), np.float32)
-        kernels.observe_1v1(
-            self.params, b.x, b.y, b.heading, b.velocity, b.energy, b.gun_heading, b.radar_heading, b.gun_heat, b.alive,
-            b.scores, self._work, self._key, out,
-        )  # fmt: skip
+        out = np.empty(self._obs_shape, np.float32)
+        kernels.observe_1v1(self.params, self._tanks, self._work, self._key, out)
         return out
-
-
-def compile_all(drawn: bool = True) -> float:
-    """Compile (or load from numba's cache) every kernel, the engine's and the scripted bots', on a tiny battle.
-
-    Returns the seconds it took: 10-20 s the first time on a machine, well under a second from the cache.
-    """
-    from .engine import TankBattle
-    from .scripted import EXTRA_SCRIPTED, SCRIPTED, make_scripted
-
-    t0 = time.perf_counter()
-    battle = TankBattle(1, 2, engine="numba")
-    battle.step(np.zeros((1, 2, 5)))
-    obs = battle.observe()
-    for name in (*SCRIPTED, *EXTRA_SCRIPTED) if drawn else SCRIPTED:  # drawn: the population, for runs that use it
-        make_scripted(name, 1, engine="numba").act(obs[:, 1])
-    return time.perf_counter() - t0
-
-
-def kernel_stats() -> dict[str, Any]:
-    """numba's compile statistics of each kernel (``cache_hits`` / ``cache_misses`` by signature), for the tests."""
-    from . import drawn_kernel, scripted_kernels
-
-    stats = {name: getattr(kernels, name).stats for name in KERNELS}
-    stats |= {name: getattr(scripted_kernels, name).stats for name in SCRIPTED_KERNELS}
-    return stats | {"drawn_act": drawn_kernel.drawn_act.stats}
 
 
 def libm_matches_numpy(n: int = 20_000, seed: int = 0) -> bool:

@@ -19,8 +19,9 @@ from dataclasses import dataclass, fields
 import numpy as np
 from numpy.typing import NDArray
 
+from .actions import ACT_DIM
 from .drawn_kernel import DRAWS, MOVEMENTS, PARAMS, POWER_RULES, STATE, TARGETINGS, drawn_act
-from .engine import ACT_DIM, EngineName
+from .engines import EngineName
 from .observation import OBS_DIM
 from .rules import DEFAULT_RULES, TankRules
 from .scripted import ScriptedBot, View
@@ -152,6 +153,7 @@ class Drawn(ScriptedBot):
         self.ranges = ranges
         self._rules_vector = rule_params(rules)
         self._act = drawn_act if engine == "numba" else drawn_act.py_func
+        self._all_rows = np.arange(self.n, dtype=np.intp)
         self.params = np.zeros((n, len(PARAMS)))
         """Each tank's drawn parts, ``drawn_kernel.PARAMS`` columns (family ids, then parameters)."""
         self.state = np.zeros((n, len(STATE)))

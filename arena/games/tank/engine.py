@@ -14,68 +14,37 @@ angles are in degrees in ``[0, 360)``, 0 = east (+x), 90 = north (+y), and a
 positive turn is counter-clockwise (a *left* turn). Relative angles are in
 ``(-180, 180]``.
 
-This module holds the battle's state and the tick order (guns, drive, walls, rams, bullets,
-inactivity, deaths). The rest of the game lives beside it, one job per module:
+This module holds the battle and the tick order: guns, drive and walls, rams, bullets, then
+inactivity, deaths and the round's end, one method per phase as in the compiled step
+(``kernels.step_1v1``). The rest of the game lives beside it, one job per module:
+``state.py`` (:class:`TankState`, the arrays), ``tick.py`` (a step's working values),
 ``rules.py`` (:class:`TankRules` and the formulas), ``observation.py`` (``OBS_FIELDS`` and
-:meth:`TankBattle.observe`), ``bullets.py`` (the bullet phase), ``events.py`` (the
-:class:`StepInfo` / :class:`StepEvents` records) and ``geometry.py`` (pure numpy helpers).
-The names callers have always imported from here stay importable (``__all__`` re-exports them), so
-existing ``from arena.games.tank.engine import ...`` lines keep working; new code imports each name
-from the module that defines it.
+:meth:`TankBattle.observe`), ``actions.py`` (``ACT_DIM``), ``bullets.py`` (the bullet phase),
+``events.py`` (the :class:`StepInfo` / :class:`StepEvents` records), ``engines.py`` (the engines' names)
+and ``geometry.py`` (pure numpy helpers). Callers import each name from the module that defines it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .actions import read_actions
 from .bullets import fire, move_bullets
+from .engines import ENGINES, EngineName
 from .events import BulletEvents, StepEvents, StepInfo
-from .geometry import DEG, normalize_relative, push_apart, sweep_touches
-from .observation import OBS_DIM, OBS_FIELDS, build_observation, lead_direction, nearest_enemy
-from .rules import (
-    DEFAULT_RULES,
-    TankRules,
-    bullet_damage,
-    bullet_speed,
-    gun_heat_after_firing,
-    max_turn_rate,
-    next_velocity,
-    wall_damage,
-)
+from .geometry import DEG, Pairs, normalize_relative, push_apart, sweep_touches
+from .observation import build_observation, lead_direction, nearest_enemy
+from .rules import DEFAULT_RULES, TankRules
+from .state import StateArray, TankState
+from .tick import Tick
 
-__all__ = [
-    "ACT_DIM",
-    "ENGINES",
-    "OBS_DIM",
-    "OBS_FIELDS",
-    "BulletEvents",
-    "EngineName",
-    "StepEvents",
-    "StepInfo",
-    "TankBattle",
-    "TankRules",
-    "bullet_damage",
-    "bullet_speed",
-    "gun_heat_after_firing",
-    "max_turn_rate",
-    "next_velocity",
-    "normalize_relative",
-    "wall_damage",
-]
+__all__ = ["TankBattle"]
 
 if TYPE_CHECKING:
     from .compiled import CompiledEngine
-
-EngineName = Literal["numpy", "numba"]
-"""How a battle (and a scripted bot) computes a tick: numpy, the reference, or numba, the same code compiled."""
-ENGINES: tuple[str, ...] = ("numpy", "numba")
-"""The values of ``TankBattle(engine=...)``: the numpy reference (the default) and the compiled 1v1 form."""
-
-ACT_DIM: int = 5
-"""Action columns: target velocity, body turn, gun turn, fire power, radar turn (all in [-1, 1])."""
 
 _HEAT_EPS = 1e-9  # gun heat below this is 0 (0.1-steps in floating point do not land on 0 exactly)
 _RAM_TOL = 0.05  # a collision needs an overlap of at least this (ignores push-apart residues in FFA jams)
@@ -84,7 +53,8 @@ _RAM_TOL = 0.05  # a collision needs an overlap of at least this (ignores push-a
 class TankBattle:
     """M independent matches of T tanks each, stepped together (numpy over [M, T]).
 
-    Public state (read-only for callers; float64 unless noted):
+    The state is one record, :attr:`state` (:class:`~arena.games.tank.state.TankState`), and each of its
+    arrays is also an attribute (read-only for callers; float64 unless noted):
 
     * tanks ``(M, T)``: ``x``, ``y``, ``heading``, ``velocity``, ``energy``,
       ``gun_heading``, ``radar_heading``, ``gun_heat``, ``alive`` (bool), ``scores``;
@@ -97,6 +67,7 @@ class TankBattle:
     * damage ledgers ``(M, T, T)`` [attacker, victim] for this round:
       ``bullet_damage_dealt``, ``ram_damage_dealt``.
 
+    The arrays are allocated once and every step writes into them (an attribute cannot be rebound).
     A finished match (``round_over``) is frozen: further steps change nothing in it
     until the caller resets it with ``reset(info.round_over)``.
 
@@ -106,9 +77,36 @@ class TankBattle:
     bit for bit (``tests/arena/games/test_compiled_engine.py``). They cover the training configuration:
     1v1 with ``record_events`` off and no ``turn_coupling`` / ``rescan``. Any other tick (recorded events,
     Tank Royale's flags) transparently runs the numpy code, and a free-for-all battle is numpy throughout.
-    The random draws of :meth:`reset` are numpy's either way. The state arrays stay the same public numpy
-    arrays, updated in place by the kernels (which read them afresh at every call).
+    The random draws of :meth:`reset` are numpy's either way.
     """
+
+    x = StateArray[np.float64]()
+    y = StateArray[np.float64]()
+    heading = StateArray[np.float64]()
+    velocity = StateArray[np.float64]()
+    energy = StateArray[np.float64]()
+    gun_heading = StateArray[np.float64]()
+    radar_heading = StateArray[np.float64]()
+    gun_heat = StateArray[np.float64]()
+    alive = StateArray[np.bool_]()
+    scores = StateArray[np.float64]()
+    bullet_damage_dealt = StateArray[np.float64]()
+    ram_damage_dealt = StateArray[np.float64]()
+    tick = StateArray[np.int64]()
+    round = StateArray[np.int64]()
+    inactive_ticks = StateArray[np.int64]()
+    round_over = StateArray[np.bool_]()
+    truncated = StateArray[np.bool_]()
+    winner = StateArray[np.int64]()
+    bullet_active = StateArray[np.bool_]()
+    bullet_x = StateArray[np.float64]()
+    bullet_y = StateArray[np.float64]()
+    bullet_heading = StateArray[np.float64]()
+    bullet_power = StateArray[np.float64]()
+    bullet_speed = StateArray[np.float64]()
+    bullet_owner = StateArray[np.int64]()
+    _bullet_dx = StateArray[np.float64]()  # the unit direction of each bullet_heading: private, the engines' own
+    _bullet_dy = StateArray[np.float64]()
 
     def __init__(
         self,
@@ -134,39 +132,9 @@ class TankBattle:
         self.rules = rules
         self.rng = np.random.default_rng(seed)
         self.max_distance = rules.max_distance
-
-        f64 = np.float64
-        (
-            self.x, self.y, self.heading, self.velocity, self.energy, self.gun_heading, self.radar_heading,
-            self.gun_heat, self.alive, self.scores, self.bullet_damage_dealt, self.ram_damage_dealt,
-            self.tick, self.round, self.inactive_ticks, self.round_over, self.truncated, self.winner,
-            self.bullet_active, self.bullet_x, self.bullet_y, self.bullet_heading, self.bullet_power,
-            self.bullet_speed, self.bullet_owner, self._bullet_dx, self._bullet_dy,
-        ) = _staggered_zeros(
-            [((M, T), f64)] * 8 + [((M, T), bool), ((M, T), f64), ((M, T, T), f64), ((M, T, T), f64)]
-            + [((M,), np.int64)] * 3 + [((M,), bool)] * 2 + [((M,), np.int64)]
-            + [((M, B), bool)] + [((M, B), f64)] * 5 + [((M, B), np.int64)] + [((M, B), f64)] * 2
-        )  # fmt: skip
-        self.winner[:] = -1
-        # (bullet_*: the slots; _bullet_dx, _bullet_dy: the unit direction (cos, sin) of each bullet_heading)
-
-        # Fixed index helpers. These and the other underscored attributes are private to the package: the
-        # phase modules (observation.py, bullets.py) read and update them as the step's own code does.
-        self._tidx = np.arange(T)
-        self._eye = np.eye(T, dtype=bool)
-        pi, pj = np.triu_indices(T, 1)
-        self._pi, self._pj = pi, pj
-        sym = np.zeros((len(pi), T))
-        sym[np.arange(len(pi)), pi] = 1.0
-        sym[np.arange(len(pi)), pj] = 1.0
-        self._pair_sum = sym  # (P, T): pair -> both tanks
-        signed = np.zeros((len(pi), T))
-        signed[np.arange(len(pi)), pi] = -1.0
-        signed[np.arange(len(pi)), pj] = 1.0
-        self._pair_signed = signed  # (P, T): pair -> -i, +j
-        self._other: NDArray[np.intp] = np.broadcast_to(
-            np.arange(T, dtype=np.intp)[::-1], (M, T)
-        ).copy()  # 1v1: the enemy's index
+        self.state = TankState.zeros(M, T, B)
+        """Every array of the battle, as one record: what the phases and the compiled kernels are handed."""
+        self._pairs = Pairs.of(T)  # the tank pairs, for the rams and the collision records
 
         # Tank Royale extensions (arena.royale sets them; the training loop leaves them alone and pays nothing).
         self.reward_terms = True
@@ -181,13 +149,9 @@ class TankBattle:
         follows (Tank Royale's ``adjustGunForBodyTurn``/``adjustRadar...`` flags); None = (1, 1, 1), fully carried."""
         self.rescan: NDArray[np.bool_] | None = None
         """(M, T) or None: tanks that scan this tick although they neither move nor turn (Tank Royale ``rescan``)."""
-        self._ev_fired: BulletEvents | None = None
-        self._ev_rams: tuple[NDArray[np.intp], NDArray[np.bool_], NDArray[np.bool_]] | None = None
-        self._ev_bullets: tuple[BulletEvents, BulletEvents, tuple[BulletEvents, BulletEvents]] | None = None
-        self._ev_pairs: tuple[BulletEvents, BulletEvents] | None = None
         self.engine = engine
         """Which code steps and observes: "numpy" (the reference) or "numba" (compiled, 1v1; see the class doc)."""
-        self._compiled: CompiledEngine | None = _compiled_engine(self) if engine == "numba" else None
+        self._compiled: CompiledEngine | None = _compiled_engine(self.state, rules) if engine == "numba" else None
         self.reset()
 
     # --- reset ----------------------------------------------------------------------------------
@@ -218,7 +182,7 @@ class TankBattle:
         # One draw, the same doubles as three in a row: a random key per cell, a jitter per tank, a heading per tank.
         draws = self.rng.random(k * (n_cells + 3 * T))
         if self._compiled is not None:  # the same draws, used by a kernel (the ~20 fancy assignments cost ~50 us)
-            self._compiled.reset(self, mask, draws)
+            self._compiled.reset(mask, draws)
             return
         keys = draws[: k * n_cells].reshape(k, n_cells)
         jitter = draws[k * n_cells : k * (n_cells + 2 * T)].reshape(k, T, 2)
@@ -226,33 +190,34 @@ class TankBattle:
         idx = np.flatnonzero(mask)
         cells = np.argsort(keys, axis=1)[:, :T]  # the T cells with the smallest keys: a random choice without repeats
         rad = r.tank_radius
-        self.x[idx] = (cells % ncx) * cw + rad + jitter[..., 0] * (cw - 2 * rad)
-        self.y[idx] = (cells // ncx) * ch + rad + jitter[..., 1] * (ch - 2 * rad)
-        self.heading[idx] = heading
-        self.gun_heading[idx] = heading
-        self.radar_heading[idx] = heading
-        self.velocity[idx] = 0.0
-        self.energy[idx] = r.start_energy
-        self.gun_heat[idx] = r.start_gun_heat
-        self.alive[idx] = True
-        self.scores[idx] = 0.0
-        self.bullet_damage_dealt[idx] = 0.0
-        self.ram_damage_dealt[idx] = 0.0
-        self.tick[idx] = 0
-        self.round[idx] += 1
-        self.inactive_ticks[idx] = 0
-        self.round_over[idx] = False
-        self.truncated[idx] = False
-        self.winner[idx] = -1
-        self.bullet_active[idx] = False
+        s = self.state
+        s.x[idx] = (cells % ncx) * cw + rad + jitter[..., 0] * (cw - 2 * rad)
+        s.y[idx] = (cells // ncx) * ch + rad + jitter[..., 1] * (ch - 2 * rad)
+        s.heading[idx] = heading
+        s.gun_heading[idx] = heading
+        s.radar_heading[idx] = heading
+        s.velocity[idx] = 0.0
+        s.energy[idx] = r.start_energy
+        s.gun_heat[idx] = r.start_gun_heat
+        s.alive[idx] = True
+        s.scores[idx] = 0.0
+        s.bullet_damage_dealt[idx] = 0.0
+        s.ram_damage_dealt[idx] = 0.0
+        s.tick[idx] = 0
+        s.round[idx] += 1
+        s.inactive_ticks[idx] = 0
+        s.round_over[idx] = False
+        s.truncated[idx] = False
+        s.winner[idx] = -1
+        s.bullet_active[idx] = False
 
     # --- observation ----------------------------------------------------------------------------
 
     def observe(self) -> NDArray[np.float32]:
         """(M, T, OBS_DIM) float32: every tank's own view (see OBS_FIELDS and docs/arena.md)."""
         if self._compiled is not None:
-            return self._compiled.observe(self)
-        return build_observation(self)
+            return self._compiled.observe()
+        return build_observation(self.state, self.rules)
 
     # --- step -----------------------------------------------------------------------------------
 
@@ -263,41 +228,54 @@ class TankBattle:
         tick order. The caller resets finished matches itself (``reset(info.round_over)``).
         """
         compiled = self._compiled
-        if compiled is not None and compiled.covers(self):
-            return compiled.step(self, actions)
-        r = self.rules
-        M, T = self.n_matches, self.n_tanks
-        a = np.array(actions, np.float64)  # a private copy
-        if a.shape != (M, T, ACT_DIM):
-            raise ValueError(f"actions must have shape ({M}, {T}, {ACT_DIM}), got {a.shape}")
-        nan = np.isnan(a)
-        if nan.any():
-            a[nan] = 0.0
-        np.minimum(np.maximum(a, -1.0, out=a), 1.0, out=a)
-        running = ~self.round_over
-        all_running = not self.round_over.any()
-        live = self.alive if all_running else self.alive & running[:, None]  # tanks that act this tick
-        energy = self.energy
-        energy0 = energy.copy()
-        self._score_delta = np.zeros((M, T))
-        self._dealt_delta = np.zeros((M, T))  # damage each tank dealt this tick (bullets and rams)
+        # The kernels play the training configuration: no recorded events, no Tank Royale flags.
+        if compiled is not None and not self.record_events and self.turn_coupling is None and self.rescan is None:
+            info = compiled.step(actions, bool(self.reward_terms))
+            self.last_events = None
+            return info
+        s = self.state
+        running = ~s.round_over
+        all_running = not s.round_over.any()
+        tick = Tick(
+            actions=read_actions(actions, self.n_matches, self.n_tanks),
+            running=running,
+            all_running=all_running,
+            live=s.alive.copy() if all_running else s.alive & running[:, None],
+            energy0=s.energy.copy(),
+            record=self.record_events,
+            score_delta=np.zeros(s.x.shape),
+            dealt_delta=np.zeros(s.x.shape),
+        )
+        self._guns(tick)
+        self._drive(tick)
+        self._rams(tick)
+        if tick.record:
+            tick.scanned = self._scan(tick)
+        self._bullets(tick)
+        self._end_of_tick(tick)
+        return self._step_info(tick)
 
-        # 1. Guns: a cold gun fires (if asked, the energy allows it and a slot is free), a hot one cools.
-        a_fire = a[..., 3]
+    def _guns(self, tick: Tick) -> None:
+        """1. Guns: a cold gun fires (if asked, the energy allows it and a slot is free), a hot one cools."""
+        s, r, live = self.state, self.rules, tick.live
+        a_fire = tick.actions[..., 3]
         power = r.min_bullet_power + a_fire * (r.max_bullet_power - r.min_bullet_power)
-        heat = self.gun_heat
+        heat = s.gun_heat
         cold = heat <= 0.0
         heat = heat - r.gun_cooling_rate * (live & ~cold)
         heat = np.where(heat < _HEAT_EPS, 0.0, heat)
-        want = live & cold & (a_fire > 0.0) & (energy > power)
+        want = live & cold & (a_fire > 0.0) & (s.energy > power)
         if want.any():
-            fired = fire(self, want, power)
+            fired = fire(s, r, tick, want, power)
             heat = np.where(fired, r.gun_heat_base + r.gun_heat_factor * power, heat)
-            energy -= power * fired
-        self.gun_heat = heat
+            s.energy[...] -= power * fired
+        s.gun_heat[...] = heat
 
-        # 2. Drive: velocity toward the target, turns (gun carried by the body, radar by the gun), move.
-        v_old = self.velocity
+    def _drive(self, tick: Tick) -> None:
+        """2-3. Drive: velocity toward the target, turns (gun carried by the body, radar by the gun), move;
+        walls: clamp inside the field, damage by the impact velocity, stop."""
+        s, r, a, live = self.state, self.rules, tick.actions, tick.live
+        v_old = s.velocity
         delta = a[..., 0] * r.max_speed - v_old
         speeding_up = (v_old == 0.0) | ((v_old > 0.0) == (delta >= 0.0))
         lim = np.where(speeding_up, r.acceleration, r.deceleration)
@@ -310,171 +288,91 @@ class TankBattle:
             body *= live
             gun *= live
             radar *= live
-        radar_old = self.radar_heading
         coupling = self.turn_coupling
         if coupling is None:  # the gun rides on the body, the radar on the gun
             gun_abs = gun + body
-            self.radar_heading = np.remainder(radar_old + gun_abs + radar, 360.0)
+            radar_heading = np.remainder(s.radar_heading + gun_abs + radar, 360.0)
         else:  # Tank Royale's adjust flags: the gun / radar do not (fully) follow what carries them
             c = np.asarray(coupling, np.float64)
             gun_abs = gun + body * c[..., 0]
-            self.radar_heading = np.remainder(radar_old + (radar + body * c[..., 1] + gun * c[..., 2]), 360.0)
-        self.heading = np.remainder(self.heading + body, 360.0)
-        self.gun_heading = np.remainder(self.gun_heading + gun_abs, 360.0)
-        h = self.heading * DEG
-        cos_h, sin_h = np.cos(h), np.sin(h)
-        vm = v if all_running else v * running[:, None]
-        x_old, y_old = self.x, self.y
-        x = x_old + vm * cos_h
-        y = y_old + vm * sin_h
-
-        # 3. Walls: clamp inside the field, damage by the impact velocity, stop.
+            radar_heading = np.remainder(s.radar_heading + (radar + body * c[..., 1] + gun * c[..., 2]), 360.0)
+        if tick.record:
+            tick.sweep = normalize_relative(radar_heading - s.radar_heading)  # the radar's turn this tick
+        s.radar_heading[...] = radar_heading
+        np.remainder(s.heading + body, 360.0, out=s.heading)
+        np.remainder(s.gun_heading + gun_abs, 360.0, out=s.gun_heading)
+        h = s.heading * DEG
+        vm = v if tick.all_running else v * tick.running[:, None]
+        x = s.x + vm * np.cos(h)
+        y = s.y + vm * np.sin(h)
         rad = r.tank_radius
-        xc = np.minimum(np.maximum(x, rad), r.width - rad)
-        yc = np.minimum(np.maximum(y, rad), r.height - rad)
-        hit_wall = (xc != x) | (yc != y)
-        if hit_wall.any():
-            energy -= np.maximum(r.wall_damage_factor * np.abs(v) - r.wall_damage_offset, 0.0) * hit_wall
-            v = np.where(hit_wall, 0.0, v)
-        x, y = xc, yc
-        alive_now = live & (energy > 0.0)
+        tick.x = np.minimum(np.maximum(x, rad), r.width - rad)
+        tick.y = np.minimum(np.maximum(y, rad), r.height - rad)
+        tick.hit_wall = (tick.x != x) | (tick.y != y)
+        if tick.hit_wall.any():
+            s.energy[...] -= np.maximum(r.wall_damage_factor * np.abs(v) - r.wall_damage_offset, 0.0) * tick.hit_wall
+            v = np.where(tick.hit_wall, 0.0, v)
+        tick.v = v
+        tick.body, tick.gun, tick.radar, tick.gun_abs = body, gun, radar, gun_abs
+        tick.alive_now = live & (s.energy > 0.0)
 
-        # 4. Rams: colliding pairs both take ram_damage and go back to where they were;
-        #    a tank moving toward the other (ramming) stops and scores the ram.
-        pi, pj = self._pi, self._pj
+    def _rams(self, tick: Tick) -> None:
+        """4. Rams: colliding pairs both take ram_damage and go back to where they were;
+        a tank moving toward the other (ramming) stops and scores the ram."""
+        pi, pj = self._pairs.first, self._pairs.second
+        x, y, alive_now = tick.x, tick.y, tick.alive_now
         dx = x[:, pj] - x[:, pi]
         dy = y[:, pj] - y[:, pi]
-        coll = (dx * dx + dy * dy < (2.0 * rad - _RAM_TOL) ** 2) & alive_now[:, pi] & alive_now[:, pj]
-        bumped = coll.any(axis=1)
-        rows = np.flatnonzero(bumped)
+        lim = 2.0 * self.rules.tank_radius - _RAM_TOL
+        coll = (dx * dx + dy * dy < lim**2) & alive_now[:, pi] & alive_now[:, pj]
+        tick.bumped = np.asarray(coll.any(axis=1))
+        rows = np.flatnonzero(tick.bumped)
         if rows.size:
-            x, y, v, alive_now = self._rams(rows, coll[rows], dx[rows], dy[rows], x, y, x_old, y_old, v, h, alive_now)
-        rec = self.record_events
-        if rec:
-            sweep = normalize_relative(self.radar_heading - radar_old)  # the radar's turn this tick
-            scanned = self._scan(x, y, x_old, y_old, body, gun_abs, sweep, live)
+            self._collide(tick, rows, coll[rows], dx[rows], dy[rows])
 
-        # 5. Bullets: move along their path; the first living non-owner tank the path crosses is hit;
-        #    bullets whose end point leaves the field are removed.
-        act_b = self.bullet_active if all_running else self.bullet_active & running[:, None]
-        fi = np.flatnonzero(act_b)
-        hit_match = None
-        if fi.size:
-            hit_match = move_bullets(self, fi, x, y, alive_now)
-            if hit_match is not None:
-                alive_now = alive_now & (energy > 0.0)
+    def _collide(
+        self, tick: Tick, rows: NDArray[np.int64], coll: NDArray[np.bool_], dx: NDArray[np.float64], dy: NDArray[np.float64]
+    ) -> None:
+        """Resolve the collisions of the matches ``rows`` (pair arrays already restricted to them).
 
-        # 6. Inactivity: any bullet hit or ram resets the match's counter; from inactivity_ticks on, zap.
-        inactive = self.inactive_ticks + running
-        damaged = bumped if hit_match is None else bumped | hit_match
-        inactive[damaged] = 0
-        self.inactive_ticks = inactive
-        zap_m = inactive >= r.inactivity_ticks
-        if zap_m.any():
-            zap = zap_m[:, None] & alive_now
-            energy -= r.inactivity_zap * zap
-            alive_now = alive_now & (energy > 0.0)
+        A tank involved goes back to where it was before the drive (``state.x, state.y``, not yet overwritten).
+        """
+        s, r = self.state, self.rules
+        T = self.n_tanks
+        pi, pj = self._pairs.first, self._pairs.second
+        vr, hr = tick.v[rows], s.heading[rows] * DEG
+        cos_h, sin_h = np.cos(hr), np.sin(hr)
+        ram_i = coll & (vr[:, pi] * (dx * cos_h[:, pi] + dy * sin_h[:, pi]) > 0.0)
+        ram_j = coll & (vr[:, pj] * (-dx * cos_h[:, pj] - dy * sin_h[:, pj]) > 0.0)
+        rams = np.zeros((len(rows), T, T), bool)  # [attacker, victim]
+        rams[:, pi, pj] = ram_i
+        rams[:, pj, pi] = ram_j
+        if tick.record:
+            tick.rams = (rows, coll, rams)
+        n_coll = coll.astype(np.float64) @ self._pairs.both  # (R, T) collisions per tank
+        e_before = s.energy[rows]
+        e_after = e_before - r.ram_damage * n_coll
+        s.energy[rows] = e_after
+        dealt = rams * np.minimum(r.ram_damage, np.maximum(e_before, 0.0))[:, None, :]
+        ledger = s.ram_damage_dealt[rows] + dealt
+        s.ram_damage_dealt[rows] = ledger
+        alive_r = tick.alive_now[rows]
+        killed = alive_r & (e_after <= 0.0)
+        dealt_by = dealt.sum(axis=2)
+        tick.dealt_delta[rows] += dealt_by
+        sd = r.score_ram_damage * dealt_by
+        if killed.any():
+            sd += r.bonus_ram_kill * (rams * killed[:, None, :] * ledger).sum(axis=2)
+        tick.score_delta[rows] += sd
+        involved = n_coll > 0
+        x, y, alive_now = tick.x, tick.y, tick.alive_now  # the tick's own arrays: changed in place
+        x[rows] = np.where(involved, s.x[rows], x[rows])
+        y[rows] = np.where(involved, s.y[rows], y[rows])
+        tick.v[rows] = np.where(rams.any(axis=2), 0.0, vr)
+        alive_now[rows] = alive_r & ~killed
+        x[rows], y[rows] = push_apart(x[rows], y[rows], alive_now[rows], self._pairs, r.tank_radius, r.width, r.height)
 
-        # 7. Deaths, scores, round end.
-        died = live & ~alive_now
-        self.x, self.y = x, y
-        if died.any():
-            v = np.where(died, 0.0, v)
-            np.maximum(energy, 0.0, out=energy)
-            scores_d = self._score_delta
-            scores_d += r.score_survival * died.sum(axis=1, keepdims=True) * alive_now
-        self.velocity = v
-        self.alive = alive_now if all_running else np.where(running[:, None], alive_now, self.alive)
-        self.scores += self._score_delta
-        self.tick += running
-        n_alive = self.alive.sum(axis=1)
-        terminal = running & (n_alive <= 1)
-        trunc = running & ~terminal & (self.tick >= r.max_ticks)
-        solo = terminal & (n_alive == 1)
-        if solo.any():
-            self.scores += (r.score_last_survivor * (T - 1)) * (solo[:, None] & self.alive)
-            self.winner = np.where(solo, np.argmax(self.alive, axis=1), self.winner)
-        self.round_over |= terminal | trunc
-        self.truncated |= trunc
-
-        # Step info.
-        d_energy = energy - energy0
-        if self.reward_terms:
-            has, ndx, ndy, dist, nj = nearest_enemy(self)
-            lux, luy = lead_direction(self, has, ndx, ndy, nj)
-            gb = np.abs(normalize_relative(np.degrees(np.arctan2(luy, lux)) - self.gun_heading))
-            enemy_distance = np.where(has, dist, self.max_distance).astype(np.float32)
-            gun_bearing_abs = np.where(has, gb, 180.0).astype(np.float32)
-        else:  # nobody learns from this battle (a Tank Royale match): skip the geometry
-            enemy_distance = np.full((M, T), self.max_distance, np.float32)
-            gun_bearing_abs = np.full((M, T), 180.0, np.float32)
-        events = None
-        if rec:
-            events = self._events(body, gun, radar, sweep, hit_wall, scanned)
-        self.last_events = events
-        return StepInfo(
-            energy_delta=d_energy.astype(np.float32),
-            enemy_energy_delta=(d_energy.sum(axis=1, keepdims=True) - d_energy).astype(np.float32),
-            damage_dealt=self._dealt_delta.astype(np.float32),
-            enemy_distance=enemy_distance,
-            max_distance=float(self.max_distance),
-            gun_bearing_abs=gun_bearing_abs,
-            alive=self.alive.copy(),
-            died=died,
-            round_over=self.round_over.copy(),
-            truncated=self.truncated.copy(),
-            scores=self.scores.astype(np.float32),
-            winner=self.winner.copy(),
-            events=events,
-        )
-
-    def _events(
-        self,
-        body: NDArray[np.float64],
-        gun: NDArray[np.float64],
-        radar: NDArray[np.float64],
-        sweep: NDArray[np.float64],
-        hit_wall: NDArray[np.bool_],
-        scanned: NDArray[np.bool_],
-    ) -> StepEvents:
-        """Collect the records the phases left behind (``record_events`` only) into one StepEvents."""
-        M, T = self.n_matches, self.n_tanks
-        collided = np.zeros((M, T, T), bool)
-        rammed = np.zeros((M, T, T), bool)
-        if self._ev_rams is not None:
-            rows, coll, rams = self._ev_rams
-            collided[rows[:, None], self._pi, self._pj] = coll
-            collided[rows[:, None], self._pj, self._pi] = coll
-            rammed[rows] = rams
-        fired = self._ev_fired or BulletEvents.empty()
-        hits, walls, pairs = self._ev_bullets or (BulletEvents.empty(), BulletEvents.empty(), (BulletEvents.empty(),) * 2)
-        self._ev_fired = self._ev_rams = self._ev_bullets = None
-        return StepEvents(
-            body_turn=body,
-            gun_turn=gun,
-            radar_turn=radar,
-            radar_sweep=sweep,
-            hit_wall=hit_wall.copy(),
-            collided=collided,
-            rammed=rammed,
-            scanned=scanned,
-            fired=fired,
-            bullet_hits=hits,
-            bullet_walls=walls,
-            bullet_bullets=pairs,
-        )
-
-    def _scan(
-        self,
-        x: NDArray[np.float64],
-        y: NDArray[np.float64],
-        x_old: NDArray[np.float64],
-        y_old: NDArray[np.float64],
-        body: NDArray[np.float64],
-        gun_abs: NDArray[np.float64],
-        sweep: NDArray[np.float64],
-        live: NDArray[np.bool_],
-    ) -> NDArray[np.bool_]:
+    def _scan(self, tick: Tick) -> NDArray[np.bool_]:
         """(M, T, T) [scanner, scanned]: which tanks each radar swept over this tick (Tank Royale's scan).
 
         The radar covers the arc ``sweep`` that ends at its new heading, out to ``radar_range``; a tank
@@ -482,93 +380,122 @@ class TankBattle:
         As in Tank Royale, a tank scans only when it moved or turned something this tick, or
         asked to ``rescan``; dead tanks neither scan nor are scanned.
         """
-        r = self.rules
-        moving = (x != x_old) | (y != y_old) | (body != 0.0) | (gun_abs != 0.0) | (sweep != 0.0)
+        s, r, x, y, live = self.state, self.rules, tick.x, tick.y, tick.live
+        sweep = tick.sweep
+        assert sweep is not None, "the drive records the sweep when events are recorded"
+        moving = (x != s.x) | (y != s.y) | (tick.body != 0.0) | (tick.gun_abs != 0.0) | (sweep != 0.0)
         if self.rescan is not None:
             moving = moving | self.rescan
-        seen = sweep_touches(x, y, self.radar_heading, sweep, r.tank_radius, r.radar_range)
-        return np.asarray(seen & (live & moving)[:, :, None] & live[:, None, :] & ~self._eye)
+        seen = sweep_touches(x, y, s.radar_heading, sweep, r.tank_radius, r.radar_range)
+        return np.asarray(seen & (live & moving)[:, :, None] & live[:, None, :] & ~np.eye(self.n_tanks, dtype=bool))
 
-    def _rams(
-        self,
-        rows: NDArray[np.int64],
-        coll: NDArray[np.bool_],
-        dx: NDArray[np.float64],
-        dy: NDArray[np.float64],
-        x: NDArray[np.float64],
-        y: NDArray[np.float64],
-        x_old: NDArray[np.float64],
-        y_old: NDArray[np.float64],
-        v: NDArray[np.float64],
-        h: NDArray[np.float64],
-        alive_now: NDArray[np.bool_],
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
-        """Resolve the collisions of the matches ``rows`` (pair arrays already restricted to them)."""
-        r = self.rules
-        T = self.n_tanks
-        pi, pj = self._pi, self._pj
-        vr, hr = v[rows], h[rows]
-        cos_h, sin_h = np.cos(hr), np.sin(hr)
-        ram_i = coll & (vr[:, pi] * (dx * cos_h[:, pi] + dy * sin_h[:, pi]) > 0.0)
-        ram_j = coll & (vr[:, pj] * (-dx * cos_h[:, pj] - dy * sin_h[:, pj]) > 0.0)
-        rams = np.zeros((len(rows), T, T), bool)  # [attacker, victim]
-        rams[:, pi, pj] = ram_i
-        rams[:, pj, pi] = ram_j
-        if self.record_events:
-            self._ev_rams = (rows, coll, rams)
-        n_coll = coll.astype(np.float64) @ self._pair_sum  # (R, T) collisions per tank
-        e_before = self.energy[rows]
-        e_after = e_before - r.ram_damage * n_coll
-        self.energy[rows] = e_after
-        dealt = rams * np.minimum(r.ram_damage, np.maximum(e_before, 0.0))[:, None, :]
-        ledger = self.ram_damage_dealt[rows] + dealt
-        self.ram_damage_dealt[rows] = ledger
-        alive_r = alive_now[rows]
-        killed = alive_r & (e_after <= 0.0)
-        dealt_by = dealt.sum(axis=2)
-        self._dealt_delta[rows] += dealt_by
-        sd = r.score_ram_damage * dealt_by
-        if killed.any():
-            sd += r.bonus_ram_kill * (rams * killed[:, None, :] * ledger).sum(axis=2)
-        self._score_delta[rows] += sd
-        involved = n_coll > 0
-        x = x.copy()
-        y = y.copy()
-        v = v.copy()
-        alive_now = alive_now.copy()
-        x[rows] = np.where(involved, x_old[rows], x[rows])
-        y[rows] = np.where(involved, y_old[rows], y[rows])
-        v[rows] = np.where(rams.any(axis=2), 0.0, vr)
-        alive_now[rows] = alive_r & ~killed
-        x[rows], y[rows] = push_apart(
-            x[rows], y[rows], alive_now[rows], pi, pj, self._pair_signed, r.tank_radius, r.width, r.height
+    def _bullets(self, tick: Tick) -> None:
+        """5. Bullets: move along their path; the first living non-owner tank the path crosses is hit;
+        bullets whose end point leaves the field are removed (:mod:`arena.games.tank.bullets`)."""
+        s = self.state
+        active = s.bullet_active if tick.all_running else s.bullet_active & tick.running[:, None]
+        fi = np.flatnonzero(active)
+        if fi.size:
+            tick.hit_match = move_bullets(s, self.rules, tick, fi)
+            if tick.hit_match is not None:
+                tick.alive_now = tick.alive_now & (s.energy > 0.0)
+
+    def _end_of_tick(self, tick: Tick) -> None:
+        """6. Inactivity: any bullet hit or ram resets the match's counter; from inactivity_ticks on, zap.
+        7. Deaths, scores, round end; the tick's positions, velocities and survivors written to the state."""
+        s, r, running = self.state, self.rules, tick.running
+        inactive = s.inactive_ticks + running
+        damaged = tick.bumped if tick.hit_match is None else tick.bumped | tick.hit_match
+        inactive[damaged] = 0
+        s.inactive_ticks[...] = inactive
+        zap_m = inactive >= r.inactivity_ticks
+        alive_now = tick.alive_now
+        if zap_m.any():
+            s.energy[...] -= r.inactivity_zap * (zap_m[:, None] & alive_now)
+            alive_now = alive_now & (s.energy > 0.0)
+        tick.died = died = tick.live & ~alive_now
+        s.x[...] = tick.x
+        s.y[...] = tick.y
+        v = tick.v
+        if died.any():
+            v = np.where(died, 0.0, v)
+            np.maximum(s.energy, 0.0, out=s.energy)
+            tick.score_delta += r.score_survival * died.sum(axis=1, keepdims=True) * alive_now
+        s.velocity[...] = v
+        s.alive[...] = alive_now if tick.all_running else np.where(running[:, None], alive_now, s.alive)
+        s.scores[...] += tick.score_delta
+        s.tick[...] += running
+        n_alive = s.alive.sum(axis=1)
+        terminal = running & (n_alive <= 1)
+        trunc = running & ~terminal & (s.tick >= r.max_ticks)
+        solo = terminal & (n_alive == 1)
+        if solo.any():
+            s.scores[...] += (r.score_last_survivor * (self.n_tanks - 1)) * (solo[:, None] & s.alive)
+            s.winner[...] = np.where(solo, np.argmax(s.alive, axis=1), s.winner)
+        s.round_over[...] |= terminal | trunc
+        s.truncated[...] |= trunc
+
+    def _step_info(self, tick: Tick) -> StepInfo:
+        """What the step did (StepInfo), with the reward geometry unless ``reward_terms`` is off, and the events."""
+        s = self.state
+        d_energy = s.energy - tick.energy0
+        if self.reward_terms:
+            has, ndx, ndy, dist, nj = nearest_enemy(s)
+            lux, luy = lead_direction(s, self.rules, has, ndx, ndy, nj)
+            gb = np.abs(normalize_relative(np.degrees(np.arctan2(luy, lux)) - s.gun_heading))
+            enemy_distance = np.where(has, dist, self.max_distance).astype(np.float32)
+            gun_bearing_abs = np.where(has, gb, 180.0).astype(np.float32)
+        else:  # nobody learns from this battle (a Tank Royale match): skip the geometry
+            enemy_distance = np.full(s.x.shape, self.max_distance, np.float32)
+            gun_bearing_abs = np.full(s.x.shape, 180.0, np.float32)
+        events = self._events(tick) if tick.record else None
+        self.last_events = events
+        return StepInfo(
+            energy_delta=d_energy.astype(np.float32),
+            enemy_energy_delta=(d_energy.sum(axis=1, keepdims=True) - d_energy).astype(np.float32),
+            damage_dealt=tick.dealt_delta.astype(np.float32),
+            enemy_distance=enemy_distance,
+            max_distance=float(self.max_distance),
+            gun_bearing_abs=gun_bearing_abs,
+            alive=s.alive.copy(),
+            died=tick.died,
+            round_over=s.round_over.copy(),
+            truncated=s.truncated.copy(),
+            scores=s.scores.astype(np.float32),
+            winner=s.winner.copy(),
+            events=events,
         )
-        return x, y, v, alive_now
+
+    def _events(self, tick: Tick) -> StepEvents:
+        """Collect the records the phases left behind (``record_events`` only) into one StepEvents."""
+        M, T = self.n_matches, self.n_tanks
+        collided = np.zeros((M, T, T), bool)
+        rammed = np.zeros((M, T, T), bool)
+        if tick.rams is not None:
+            rows, coll, rams = tick.rams
+            pi, pj = self._pairs.first, self._pairs.second
+            collided[rows[:, None], pi, pj] = coll
+            collided[rows[:, None], pj, pi] = coll
+            rammed[rows] = rams
+        hits, walls, pairs = tick.bullets or (BulletEvents.empty(), BulletEvents.empty(), (BulletEvents.empty(),) * 2)
+        assert tick.sweep is not None and tick.scanned is not None, "recorded by the drive and the scan"
+        return StepEvents(
+            body_turn=tick.body,
+            gun_turn=tick.gun,
+            radar_turn=tick.radar,
+            radar_sweep=tick.sweep,
+            hit_wall=tick.hit_wall.copy(),
+            collided=collided,
+            rammed=rammed,
+            scanned=tick.scanned,
+            fired=tick.fired or BulletEvents.empty(),
+            bullet_hits=hits,
+            bullet_walls=walls,
+            bullet_bullets=pairs,
+        )
 
 
-def _staggered_zeros(specs: list[tuple[tuple[int, ...], Any]]) -> list[NDArray[Any]]:
-    """Zeroed C-contiguous arrays of these (shape, dtype)s, each starting a few cache lines further into its
-    4 KiB page than the one before.
-
-    Why: the compiled step reads and writes a match's row of ~25 arrays together. Allocated one by one, the
-    (M, 2) arrays of 128-256 matches all began at the same offset in their pages, so a match's rows shared one
-    set of the L1 cache (8 ways here) and evicted each other; staggered, they spread over the sets.
-    """
-    line, page = 64, 4096
-    starts, end = [], 0
-    for k, (shape, dtype) in enumerate(specs):
-        start = -(-end // page) * page + (3 * k % (page // line)) * line
-        starts.append(start)
-        end = start + int(np.prod(shape)) * np.dtype(dtype).itemsize
-    buffer = np.zeros(end + page, np.uint8)
-    base = -buffer.ctypes.data % page
-    return [
-        buffer[base + start : base + start + int(np.prod(shape)) * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
-        for start, (shape, dtype) in zip(starts, specs, strict=True)
-    ]
-
-
-def _compiled_engine(battle: TankBattle) -> CompiledEngine | None:
+def _compiled_engine(state: TankState, rules: TankRules) -> CompiledEngine | None:
     """The numba engine of a battle that asked for one (None for free-for-all, which stays numpy).
 
     numba is imported here, only then: the numpy engine never needs it, so importing the package never pays for it.
@@ -581,6 +508,6 @@ def _compiled_engine(battle: TankBattle) -> CompiledEngine | None:
         raise ImportError(
             "TankBattle(engine='numba') needs numba (a dependency of arena-trainer: pip install numba), or engine='numpy'"
         ) from e
-    if battle.n_tanks != 2:
+    if state.x.shape[1] != 2:
         return None
-    return CompiledEngine(battle, _HEAT_EPS, _RAM_TOL)
+    return CompiledEngine(state, rules, _HEAT_EPS, _RAM_TOL)

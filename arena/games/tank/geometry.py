@@ -10,12 +10,12 @@ counter-clockwise positive (see ``engine.py``'s docstring).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["DEG", "clip", "normalize_relative", "push_apart", "segments_cross", "sweep_touches"]
+__all__ = ["DEG", "Pairs", "clip", "normalize_relative", "push_apart", "segments_cross", "sweep_touches"]
 
 DEG: float = math.pi / 180.0
 """Radians per degree (a module constant, not ``np.radians``: one multiply, no call)."""
@@ -85,24 +85,47 @@ def sweep_touches(
     return np.asarray((off <= 0.5 * np.abs(sweep)[:, :, None] + half) & (dist - radius <= reach))
 
 
+class Pairs(NamedTuple):
+    """The unordered pairs ``(first[p], second[p])`` of ``T`` circles, for arithmetic on all pairs at once."""
+
+    first: NDArray[np.intp]
+    """(P,) the lower index of each pair (``np.triu_indices(T, 1)``'s order)."""
+    second: NDArray[np.intp]
+    """(P,) the higher index."""
+    both: NDArray[np.float64]
+    """(P, T) a pair onto its two circles (+1 each): ``counts @ both`` adds a pair's count to both."""
+    signed: NDArray[np.float64]
+    """(P, T) a pair onto its two circles, -1 for ``first`` and +1 for ``second``: a push apart along the pair."""
+
+    @classmethod
+    def of(cls, n: int) -> Pairs:
+        """The ``n * (n - 1) / 2`` pairs of ``n`` circles."""
+        first, second = np.triu_indices(n, 1)
+        both = np.zeros((len(first), n))
+        both[np.arange(len(first)), first] = 1.0
+        both[np.arange(len(first)), second] = 1.0
+        signed = np.zeros((len(first), n))
+        signed[np.arange(len(first)), first] = -1.0
+        signed[np.arange(len(first)), second] = 1.0
+        return cls(first, second, both, signed)
+
+
 def push_apart(
     x: NDArray[np.float64],
     y: NDArray[np.float64],
     alive: NDArray[np.bool_],
-    pi: NDArray[np.intp],
-    pj: NDArray[np.intp],
-    pair_signed: NDArray[np.float64],
+    pairs: Pairs,
     radius: float,
     width: float,
     height: float,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Push still-overlapping living circles apart (half each), clamped to the field; up to 10 passes.
 
-    ``x, y, alive`` are ``(R, T)``; the pairs are ``(pi[p], pj[p])`` and ``pair_signed`` ``(P, T)``
-    maps a pair's push onto its two circles (-1 for ``pi``, +1 for ``pj``). Needed after a ram in
+    ``x, y, alive`` are ``(R, T)``; ``pairs`` are those of the ``T`` circles. Needed after a ram in
     free-for-all only: a tank sent back to its old position can find there a third tank that
     just moved in.
     """
+    pi, pj = pairs.first, pairs.second
     lim = 2.0 * radius
     both = alive[:, pi] & alive[:, pj]
     for _ in range(_PUSH_PASSES):
@@ -117,6 +140,6 @@ def push_apart(
         ux = np.where(tiny, 1.0, dx / np.where(tiny, 1.0, d))
         uy = np.where(tiny, 0.0, dy / np.where(tiny, 1.0, d))
         push = np.where(over, (lim - d) * 0.5 + 1e-6, 0.0)
-        x = clip(x + (push * ux) @ pair_signed, radius, width - radius)
-        y = clip(y + (push * uy) @ pair_signed, radius, height - radius)
+        x = clip(x + (push * ux) @ pairs.signed, radius, width - radius)
+        y = clip(y + (push * uy) @ pairs.signed, radius, height - radius)
     return x, y

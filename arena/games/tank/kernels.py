@@ -34,7 +34,8 @@ cache next to this file (``__pycache__``) in well under a second. Why one file o
 past the house's size: numba's cache is keyed to the file that defines a kernel, not to the files
 its inlined helpers come from, so a phase moved to a module of its own could change without the
 cached kernels noticing and bots would run stale code. The sections below are the file's rooms. Only
-:mod:`arena.games.tank.compiled` imports this module: the numpy engine never imports numba.
+:mod:`arena.games.tank.compiled` (and :mod:`arena.games.tank.precompile`, which warms the cache) imports this
+module: the numpy engine never imports numba.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ __all__ = [
     "SCRATCH",
     "SCRATCH64",
     "WORK",
+    "State",
+    "Tanks",
     "gun_bearing_1v1",
     "libm_probe",
     "observe_1v1",
@@ -201,8 +204,14 @@ RAD2DEG = 180.0 / math.pi  # np.degrees multiplies by this constant
 LEAD_ITERATIONS = 3  # observation.lead_direction's fixed-point iterations
 
 
-class Tanks(NamedTuple):
-    """The battle's (M, 2) tank arrays, bundled inside the kernels (a namedtuple argument would cost µs to type)."""
+class State(NamedTuple):
+    """The battle's state (:class:`arena.games.tank.state.TankState`, the same fields in the same order), as the
+    kernels name it: a kernel is handed the record as a plain tuple and rebuilds this from it.
+
+    Why a copy of the field list here: numba's cache is keyed to this file alone, so a kernel that took its names
+    from ``state.py`` could run stale code after a change there; ``compiled.py`` checks that both lists agree.
+    Why a plain tuple: numba's dispatcher types a plain tuple in C at every call, a NamedTuple in Python code.
+    """
 
     x: F64
     y: F64
@@ -214,32 +223,39 @@ class Tanks(NamedTuple):
     gun_heat: F64
     alive: B8
     scores: F64
-
-
-class Matches(NamedTuple):
-    """The battle's (M,) match arrays and its (M, 2, 2) damage ledgers."""
-
+    bullet_damage_dealt: F64
+    ram_damage_dealt: F64
     tick: I64
+    round: I64
     inactive_ticks: I64
     round_over: B8
     truncated: B8
     winner: I64
-    bullet_damage_dealt: F64
-    ram_damage_dealt: F64
+    bullet_active: B8
+    bullet_x: F64
+    bullet_y: F64
+    bullet_heading: F64
+    bullet_power: F64
+    bullet_speed: F64
+    bullet_owner: I64
+    bullet_dx: F64
+    bullet_dy: F64
 
 
-class Bullets(NamedTuple):
-    """The battle's (M, B) bullet slots, with the unit direction of each bullet's heading."""
+class Tanks(NamedTuple):
+    """The first ten fields of :class:`State`, the (M, 2) tank arrays: all an observation reads (a shorter tuple is
+    a cheaper call)."""
 
-    active: B8
     x: F64
     y: F64
     heading: F64
-    power: F64
-    speed: F64
-    owner: I64
-    dx: F64
-    dy: F64
+    velocity: F64
+    energy: F64
+    gun_heading: F64
+    radar_heading: F64
+    gun_heat: F64
+    alive: B8
+    scores: F64
 
 
 _JIT: dict[str, Any] = {"cache": True, "error_model": "numpy", "_nrt": False}
@@ -331,7 +347,7 @@ def _clip(value: float, low: float, high: float) -> float:
 
 
 @_inline
-def _guns(par: F64, s: Tanks, b: Bullets, act: F64, m: int, running: bool, flag: B8, tmp: F64) -> None:
+def _guns(par: F64, s: State, act: F64, m: int, running: bool, flag: B8, tmp: F64) -> None:
     """Phase 1: a hot gun cools, a cold one fires into the next free slot (tank-index order)."""
     for t in range(2):
         live = s.alive[m, t] and running
@@ -348,32 +364,32 @@ def _guns(par: F64, s: Tanks, b: Bullets, act: F64, m: int, running: bool, flag:
         s.gun_heat[m, t] = heat
         flag[WANT, t] = live and cold and fire > 0.0 and s.energy[m, t] > p
     slot = 0
-    n_slots = b.active.shape[1]
+    n_slots = s.bullet_active.shape[1]
     for t in range(2):
         if not flag[WANT, t]:
             continue
-        while slot < n_slots and b.active[m, slot]:  # bullets.fire: free slots first, in slot order
+        while slot < n_slots and s.bullet_active[m, slot]:  # bullets.fire: free slots first, in slot order
             slot += 1
         if slot == n_slots:
             break  # no free slot: the shot is skipped
         p = tmp[POWER, t]
         g = s.gun_heading[m, t]  # the gun heading the observation showed (before this tick's turns)
         gr = g * DEG
-        b.active[m, slot] = True
-        b.x[m, slot] = s.x[m, t]
-        b.y[m, slot] = s.y[m, t]
-        b.heading[m, slot] = g
-        b.power[m, slot] = p
-        b.speed[m, slot] = par[SPEED_BASE] - par[SPEED_FACTOR] * p
-        b.owner[m, slot] = t
-        b.dx[m, slot] = math.cos(gr)
-        b.dy[m, slot] = math.sin(gr)
+        s.bullet_active[m, slot] = True
+        s.bullet_x[m, slot] = s.x[m, t]
+        s.bullet_y[m, slot] = s.y[m, t]
+        s.bullet_heading[m, slot] = g
+        s.bullet_power[m, slot] = p
+        s.bullet_speed[m, slot] = par[SPEED_BASE] - par[SPEED_FACTOR] * p
+        s.bullet_owner[m, slot] = t
+        s.bullet_dx[m, slot] = math.cos(gr)
+        s.bullet_dy[m, slot] = math.sin(gr)
         s.gun_heat[m, t] = par[HEAT_BASE] + par[HEAT_FACTOR] * p
         s.energy[m, t] -= p
 
 
 @_inline
-def _drive(par: F64, s: Tanks, act: F64, w: F64, m: int, running: bool, flag: B8, tmp: F64) -> None:
+def _drive(par: F64, s: State, act: F64, w: F64, m: int, running: bool, flag: B8, tmp: F64) -> None:
     """Phases 2-3: velocity, turns (gun on the body, radar on the gun), move along the new heading, walls."""
     for t in range(2):
         live = flag[LIVE, t]
@@ -416,18 +432,18 @@ def _drive(par: F64, s: Tanks, act: F64, w: F64, m: int, running: bool, flag: B8
 
 
 @_inline
-def _rams(par: F64, s: Tanks, g: Matches, w: F64, m: int, flag: B8, tmp: F64) -> bool:
+def _rams(par: F64, s: State, w: F64, m: int, flag: B8, tmp: F64) -> bool:
     """Phase 4: whether the two living tanks overlap (by at least the ram tolerance); if so, :func:`_collide`."""
     dx = s.x[m, 1] - s.x[m, 0]
     dy = s.y[m, 1] - s.y[m, 0]
     if not (dx * dx + dy * dy < par[RAM_LIMIT2] and flag[ALIVE_NOW, 0] and flag[ALIVE_NOW, 1]):
         return False
-    _collide(par, s, g, w, m, flag, tmp, dx, dy)
+    _collide(par, s, w, m, flag, tmp, dx, dy)
     return True
 
 
 @_rare
-def _collide(par: F64, s: Tanks, g: Matches, w: F64, m: int, flag: B8, tmp: F64, dx: float, dy: float) -> None:
+def _collide(par: F64, s: State, w: F64, m: int, flag: B8, tmp: F64, dx: float, dy: float) -> None:
     """TankBattle._rams for one pair: both take ram damage and go back; a rammer stops and scores the ram."""
     ram0 = s.velocity[m, 0] * (dx * w[COS_H, m, 0] + dy * w[SIN_H, m, 0]) > 0.0
     ram1 = s.velocity[m, 1] * (-dx * w[COS_H, m, 1] - dy * w[SIN_H, m, 1]) > 0.0
@@ -436,7 +452,7 @@ def _collide(par: F64, s: Tanks, g: Matches, w: F64, m: int, flag: B8, tmp: F64,
     s.energy[m, 1] = e1 - par[RAM_DAMAGE]
     d01 = min(par[RAM_DAMAGE], max(e1, 0.0)) if ram0 else 0.0  # [attacker 0, victim 1]
     d10 = min(par[RAM_DAMAGE], max(e0, 0.0)) if ram1 else 0.0
-    ledger = g.ram_damage_dealt
+    ledger = s.ram_damage_dealt
     ledger[m, 0, 1] += d01
     ledger[m, 1, 0] += d10
     killed0 = flag[ALIVE_NOW, 0] and s.energy[m, 0] <= 0.0
@@ -465,7 +481,7 @@ def _collide(par: F64, s: Tanks, g: Matches, w: F64, m: int, flag: B8, tmp: F64,
 
 
 @_rare
-def _push_apart(par: F64, s: Tanks, m: int) -> None:
+def _push_apart(par: F64, s: State, m: int) -> None:
     """geometry.push_apart for one living pair: half each along the centre line, clamped, up to 10 passes."""
     lim = par[PUSH_LIM]
     for _ in range(int(par[PUSH_PASSES])):
@@ -487,20 +503,20 @@ def _push_apart(par: F64, s: Tanks, m: int) -> None:
 
 
 @_rare
-def _clashes(b: Bullets, m: int, flag: B8, tmp: F64) -> None:
+def _clashes(s: State, m: int, flag: B8, tmp: F64) -> None:
     """bullets._clashes for one match: bullets whose path segments cross (geometry.segments_cross, a < b)."""
-    n_slots = b.active.shape[1]
+    n_slots = s.bullet_active.shape[1]
     for i in range(n_slots):
-        if not b.active[m, i]:
+        if not s.bullet_active[m, i]:
             continue
-        sxa, sya = b.x[m, i], b.y[m, i]
+        sxa, sya = s.bullet_x[m, i], s.bullet_y[m, i]
         dxa, dya = tmp[END_X, i] - sxa, tmp[END_Y, i] - sya
         for j in range(i + 1, n_slots):
-            if not b.active[m, j]:
+            if not s.bullet_active[m, j]:
                 continue
-            dxb, dyb = tmp[END_X, j] - b.x[m, j], tmp[END_Y, j] - b.y[m, j]
-            qx = b.x[m, j] - sxa
-            qy = b.y[m, j] - sya
+            dxb, dyb = tmp[END_X, j] - s.bullet_x[m, j], tmp[END_Y, j] - s.bullet_y[m, j]
+            qx = s.bullet_x[m, j] - sxa
+            qy = s.bullet_y[m, j] - sya
             denom = dxa * dyb - dya * dxb
             safe = 1.0 if denom == 0.0 else denom
             t = (qx * dyb - qy * dxb) / safe
@@ -511,28 +527,28 @@ def _clashes(b: Bullets, m: int, flag: B8, tmp: F64) -> None:
 
 
 @_inline
-def _bullets(par: F64, s: Tanks, g: Matches, b: Bullets, w: F64, m: int, flag: B8, tmp: F64) -> bool:
+def _bullets(par: F64, s: State, w: F64, m: int, flag: B8, tmp: F64) -> bool:
     """Phase 5 (bullets.move_bullets for one match): move, clash, hit the non-owner; returns whether one hit."""
     collisions = par[COLLISIONS] != 0.0
-    any_hit = _paths_then_clashes(par, s, b, m, flag, tmp) if collisions else _move_bullets(par, s, b, m, flag)
+    any_hit = _paths_then_clashes(par, s, m, flag, tmp) if collisions else _move_bullets(par, s, m, flag)
     if any_hit:
-        _apply_hits(par, s, g, b, w, m, flag)
+        _apply_hits(par, s, w, m, flag)
         for t in range(2):
             flag[ALIVE_NOW, t] = flag[ALIVE_NOW, t] and s.energy[m, t] > 0.0
     return any_hit
 
 
 @_rare
-def _paths_then_clashes(par: F64, s: Tanks, b: Bullets, m: int, flag: B8, tmp: F64) -> bool:
+def _paths_then_clashes(par: F64, s: State, m: int, flag: B8, tmp: F64) -> bool:
     """Phase 5 with bullet collisions: each live slot's hit and path end, then the clashes, then the moves."""
     n_active = 0
-    for k in range(b.active.shape[1]):
-        if not b.active[m, k]:
+    for k in range(s.bullet_active.shape[1]):
+        if not s.bullet_active[m, k]:
             flag[HIT, k] = False
             continue
         n_active += 1
-        bx, by, bdx, bdy, sp = b.x[m, k], b.y[m, k], b.dx[m, k], b.dy[m, k], b.speed[m, k]
-        t = 1 - b.owner[m, k]  # the one tank this bullet can hit
+        bx, by, bdx, bdy, sp = s.bullet_x[m, k], s.bullet_y[m, k], s.bullet_dx[m, k], s.bullet_dy[m, k], s.bullet_speed[m, k]
+        t = 1 - s.bullet_owner[m, k]  # the one tank this bullet can hit
         cx = s.x[m, t] - bx
         cy = s.y[m, t] - by
         along = min(max(cx * bdx + cy * bdy, 0.0), sp)  # closest point of the path
@@ -541,11 +557,11 @@ def _paths_then_clashes(par: F64, s: Tanks, b: Bullets, m: int, flag: B8, tmp: F
         flag[HIT, k] = qx * qx + qy * qy <= par[RADIUS2] and flag[ALIVE_NOW, t]
         tmp[END_X, k] = bx + bdx * sp  # moved after the clashes are known
         tmp[END_Y, k] = by + bdy * sp
-    return n_active > 0 and _clash_and_move(par, b, m, flag, tmp, n_active)
+    return n_active > 0 and _clash_and_move(par, s, m, flag, tmp, n_active)
 
 
 @_inline
-def _move_bullets(par: F64, s: Tanks, b: Bullets, m: int, flag: B8) -> bool:
+def _move_bullets(par: F64, s: State, m: int, flag: B8) -> bool:
     """Phase 5 without bullet collisions (the default): every slot of match ``m`` moved, hit or gone, branch-free.
 
     Why: the slots' active, hit and wall outcomes vary from slot to slot and tick to tick, and as branches each
@@ -557,10 +573,10 @@ def _move_bullets(par: F64, s: Tanks, b: Bullets, m: int, flag: B8) -> bool:
     alive0, alive1 = flag[ALIVE_NOW, 0], flag[ALIVE_NOW, 1]
     radius2, width, height = par[RADIUS2], par[WIDTH], par[HEIGHT]
     hits = 0
-    for k in range(b.active.shape[1]):
-        active = b.active[m, k]
-        bx, by, bdx, bdy, sp = b.x[m, k], b.y[m, k], b.dx[m, k], b.dy[m, k], b.speed[m, k]
-        at_one = b.owner[m, k] == 0  # the one tank this bullet can hit: the other one
+    for k in range(s.bullet_active.shape[1]):
+        active = s.bullet_active[m, k]
+        bx, by, bdx, bdy, sp = s.bullet_x[m, k], s.bullet_y[m, k], s.bullet_dx[m, k], s.bullet_dy[m, k], s.bullet_speed[m, k]
+        at_one = s.bullet_owner[m, k] == 0  # the one tank this bullet can hit: the other one
         cx = (x1 if at_one else x0) - bx
         cy = (y1 if at_one else y0) - by
         along = min(max(cx * bdx + cy * bdy, 0.0), sp)  # closest point of the path
@@ -572,49 +588,49 @@ def _move_bullets(par: F64, s: Tanks, b: Bullets, m: int, flag: B8) -> bool:
         gone = hit | (ex <= 0.0) | (ex >= width) | (ey <= 0.0) | (ey >= height)
         moves = active & (not gone)
         flag[HIT, k] = hit
-        b.active[m, k] = moves
-        b.x[m, k] = ex if moves else bx
-        b.y[m, k] = ey if moves else by
+        s.bullet_active[m, k] = moves
+        s.bullet_x[m, k] = ex if moves else bx
+        s.bullet_y[m, k] = ey if moves else by
         hits += 1 if hit else 0
     return hits > 0
 
 
 @_rare
-def _clash_and_move(par: F64, b: Bullets, m: int, flag: B8, tmp: F64, n_active: int) -> bool:
+def _clash_and_move(par: F64, s: State, m: int, flag: B8, tmp: F64, n_active: int) -> bool:
     """With bullet collisions: bullets whose paths cross are destroyed (and hit nothing), then the rest move."""
-    n_slots = b.active.shape[1]
+    n_slots = s.bullet_active.shape[1]
     for k in range(n_slots):
         flag[CLASH, k] = False
     if n_active > 1:
-        _clashes(b, m, flag, tmp)
+        _clashes(s, m, flag, tmp)
     any_hit = False
     for k in range(n_slots):
-        if not b.active[m, k]:
+        if not s.bullet_active[m, k]:
             continue
         hit = flag[HIT, k] and not flag[CLASH, k]  # bullets that met a bullet hit nothing else
         flag[HIT, k] = hit
         any_hit = any_hit or hit
         ex, ey = tmp[END_X, k], tmp[END_Y, k]
         if hit or flag[CLASH, k] or ex <= 0.0 or ex >= par[WIDTH] or ey <= 0.0 or ey >= par[HEIGHT]:
-            b.active[m, k] = False
+            s.bullet_active[m, k] = False
         else:
-            b.x[m, k] = ex
-            b.y[m, k] = ey
+            s.bullet_x[m, k] = ex
+            s.bullet_y[m, k] = ey
     return any_hit
 
 
 @_rare
-def _apply_hits(par: F64, s: Tanks, g: Matches, b: Bullets, w: F64, m: int, flag: B8) -> None:
+def _apply_hits(par: F64, s: State, w: F64, m: int, flag: B8) -> None:
     """bullets._apply_hits for one match: damage in slot order (who killed whom), then energy returns."""
     cum0 = cum1 = 0.0  # running damage per victim (np.cumsum over slots)
     dealt0 = dealt1 = 0.0  # per attacker, on the other tank (owner_t @ scored)
     kill0 = kill1 = False
     ret0 = ret1 = 0.0
-    for k in range(b.active.shape[1]):
+    for k in range(s.bullet_active.shape[1]):
         if not flag[HIT, k]:
             continue
-        a = b.owner[m, k]
-        p = b.power[m, k]
+        a = s.bullet_owner[m, k]
+        p = s.bullet_power[m, k]
         dmg = par[DAMAGE_FACTOR] * p + par[DAMAGE_BONUS] * max(p - 1.0, 0.0)
         if a == 0:  # victim 1
             cum1 += dmg
@@ -632,7 +648,7 @@ def _apply_hits(par: F64, s: Tanks, g: Matches, b: Bullets, w: F64, m: int, flag
             dealt1 += scored
             kill1 = kill1 or killing
             ret1 += par[ENERGY_RETURN] * p
-    ledger = g.bullet_damage_dealt
+    ledger = s.bullet_damage_dealt
     ledger[m, 0, 1] += dealt0
     ledger[m, 1, 0] += dealt1
     w[DEALT_D, m, 0] += dealt0
@@ -656,12 +672,12 @@ def _apply_hits(par: F64, s: Tanks, g: Matches, b: Bullets, w: F64, m: int, flag
 
 
 @_inline
-def _end_of_tick(par: F64, s: Tanks, g: Matches, w: F64, m: int, running: bool, damaged: bool, flag: B8) -> int:
+def _end_of_tick(par: F64, s: State, w: F64, m: int, running: bool, damaged: bool, flag: B8) -> int:
     """Phases 6-7 for one match: inactivity zap, deaths, survival points, round end. Returns the deaths."""
-    inactive = g.inactive_ticks[m] + (1 if running else 0)
+    inactive = s.inactive_ticks[m] + (1 if running else 0)
     if damaged:
         inactive = 0
-    g.inactive_ticks[m] = inactive
+    s.inactive_ticks[m] = inactive
     if inactive >= par[INACTIVITY_TICKS]:
         for t in range(2):
             if flag[ALIVE_NOW, t]:
@@ -680,16 +696,16 @@ def _end_of_tick(par: F64, s: Tanks, g: Matches, w: F64, m: int, running: bool, 
             s.alive[m, t] = flag[ALIVE_NOW, t]
         s.scores[m, t] += w[SCORE_D, m, t]
     if running:
-        g.tick[m] += 1
+        s.tick[m] += 1
         n_alive = int(s.alive[m, 0]) + int(s.alive[m, 1])
         terminal = n_alive <= 1
-        trunc = not terminal and g.tick[m] >= par[MAX_TICKS]
+        trunc = not terminal and s.tick[m] >= par[MAX_TICKS]
         if terminal and n_alive == 1:
             winner = 0 if s.alive[m, 0] else 1
             s.scores[m, winner] += par[LAST_SURVIVOR]
-            g.winner[m] = winner
-        g.round_over[m] = g.round_over[m] or terminal or trunc
-        g.truncated[m] = g.truncated[m] or trunc
+            s.winner[m] = winner
+        s.round_over[m] = s.round_over[m] or terminal or trunc
+        s.truncated[m] = s.truncated[m] or trunc
     return n_died
 
 
@@ -758,7 +774,7 @@ def _remember(par: F64, s: Tanks, w: F64, key: F64, m: int) -> None:
 
 
 @_inline
-def _set_key(s: Tanks, key: F64, m: int) -> None:
+def _set_key(s: Tanks | State, key: F64, m: int) -> None:
     """Record the state the cached trig and lead of match ``m`` belong to."""
     for t in range(2):
         key[m, 2 * t] = s.x[m, t]
@@ -769,7 +785,7 @@ def _set_key(s: Tanks, key: F64, m: int) -> None:
 
 
 @_inline
-def _leads(par: F64, s: Tanks, w: F64, key: F64) -> None:
+def _leads(par: F64, s: State, w: F64, key: F64) -> None:
     """:func:`_remember` for every match at once, as SIMD lanes: the same doubles, a third of the time.
 
     Why: each tank's lead is a chain of dependent square roots and divisions (four hypot calls, three flight
@@ -913,31 +929,17 @@ def _observe_tank(par: F64, s: Tanks, w: F64, m: int, t: int, row: NDArray[np.fl
 
 
 @_kernel
-def observe_1v1(
-    par: F64,
-    x: F64,
-    y: F64,
-    heading: F64,
-    velocity: F64,
-    energy: F64,
-    gun_heading: F64,
-    radar_heading: F64,
-    gun_heat: F64,
-    alive: B8,
-    scores: F64,
-    work: F64,
-    key: F64,
-    out: NDArray[np.float32],
-) -> None:
+def observe_1v1(par: F64, tanks: Any, work: F64, key: F64, out: NDArray[np.float32]) -> None:
     """Fill ``out`` (M, 2, OBS_DIM) float32 with every tank's observation (observation.build_observation).
 
-    Matches still in the state the last step left them in reuse its heading trig and lead (``work``, ``key``).
+    ``tanks`` is the state's first ten arrays (:class:`Tanks`) as a plain tuple. Matches still in the state the
+    last step left them in reuse its heading trig and lead (``work``, ``key``).
     """
-    s = Tanks(x, y, heading, velocity, energy, gun_heading, radar_heading, gun_heat, alive, scores)
-    for m in range(x.shape[0]):
+    s = Tanks(*tanks)
+    for m in range(s.x.shape[0]):
         if not _key_holds(s, key, m):
             for t in range(2):
-                h = heading[m, t] * DEG
+                h = s.heading[m, t] * DEG
                 work[COS_H, m, t] = math.cos(h)
                 work[SIN_H, m, t] = math.sin(h)
             _remember(par, s, work, key, m)
@@ -949,7 +951,7 @@ def observe_1v1(
 
 
 @_inline
-def _step_info(par: F64, reward_terms: bool, s: Tanks, w: F64, key: F64, m: int, info: NDArray[np.float32]) -> None:
+def _step_info(par: F64, reward_terms: bool, s: State, w: F64, key: F64, m: int, info: NDArray[np.float32]) -> None:
     """The StepInfo float32 columns of one match (:func:`_leads` wrote the lead :func:`gun_bearing_1v1` needs next)."""
     d0 = s.energy[m, 0] - w[E0, m, 0]
     d1 = s.energy[m, 1] - w[E0, m, 1]
@@ -974,74 +976,40 @@ def _step_info(par: F64, reward_terms: bool, s: Tanks, w: F64, key: F64, m: int,
 
 @_kernel
 def step_1v1(
-    par: F64,
-    reward_terms: bool,
-    act: NDArray[np.floating],
-    x: F64,
-    y: F64,
-    heading: F64,
-    velocity: F64,
-    energy: F64,
-    gun_heading: F64,
-    radar_heading: F64,
-    gun_heat: F64,
-    alive: B8,
-    scores: F64,
-    tick: I64,
-    inactive_ticks: I64,
-    round_over: B8,
-    truncated: B8,
-    winner: I64,
-    bullet_damage_dealt: F64,
-    ram_damage_dealt: F64,
-    b_active: B8,
-    b_x: F64,
-    b_y: F64,
-    b_heading: F64,
-    b_power: F64,
-    b_speed: F64,
-    b_owner: I64,
-    b_dx: F64,
-    b_dy: F64,
-    work: F64,
-    key: F64,
-    flag: B8,
-    tmp: F64,
-    info: NDArray[np.float32],
-    died: B8,
+    par: F64, reward_terms: bool, act: NDArray[np.floating], state: Any, scratch: Any, info: NDArray[np.float32], died: B8
 ) -> None:
-    """One tick of every 1v1 match (TankBattle.step), in place on the battle's arrays.
+    """One tick of every 1v1 match (TankBattle.step), in place on the battle's state (:class:`State` as a plain tuple).
 
-    ``work`` (len(WORK), M + padding, 2) and ``key`` (M, len(KEYS)) are the scratch kept between kernels, ``flag``
-    (len(SCRATCH), B) and ``tmp`` (len(SCRATCH64), B) a match's temporaries. ``info`` (len(INFO32), M, 2) and
-    ``died`` (M, 2) receive the StepInfo columns, except ``gun_bearing_abs`` when ``reward_terms``: the caller
-    takes numpy's arctan2 of ``work[LEAD_Y], work[LEAD_X]`` and hands it to :func:`gun_bearing_1v1`.
+    ``scratch`` is ``(work, key, flag, tmp)``: ``work`` (len(WORK), M + padding, 2) and ``key`` (M, len(KEYS)) are
+    kept between kernels, ``flag`` (len(SCRATCH), B) and ``tmp`` (len(SCRATCH64), B) are a match's temporaries.
+    ``info`` (len(INFO32), M, 2) and ``died`` (M, 2) receive the StepInfo columns, except ``gun_bearing_abs`` when
+    ``reward_terms``: the caller takes numpy's arctan2 of ``work[LEAD_Y], work[LEAD_X]`` and hands it to
+    :func:`gun_bearing_1v1`.
     """
-    s = Tanks(x, y, heading, velocity, energy, gun_heading, radar_heading, gun_heat, alive, scores)
-    g = Matches(tick, inactive_ticks, round_over, truncated, winner, bullet_damage_dealt, ram_damage_dealt)
-    b = Bullets(b_active, b_x, b_y, b_heading, b_power, b_speed, b_owner, b_dx, b_dy)
+    s = State(*state)
+    work, key, flag, tmp = scratch
     any_died = False
-    for m in range(x.shape[0]):
-        running = not round_over[m]
+    for m in range(s.x.shape[0]):
+        running = not s.round_over[m]
         for t in range(2):
-            work[E0, m, t] = energy[m, t]
+            work[E0, m, t] = s.energy[m, t]
             work[SCORE_D, m, t] = 0.0
             work[DEALT_D, m, t] = 0.0
-        _guns(par, s, b, act, m, running, flag, tmp)
+        _guns(par, s, act, m, running, flag, tmp)
         _drive(par, s, act, work, m, running, flag, tmp)
-        bumped = _rams(par, s, g, work, m, flag, tmp)
-        hit_any = running and _bullets(par, s, g, b, work, m, flag, tmp)
-        n_died = _end_of_tick(par, s, g, work, m, running, bumped or hit_any, flag)
+        bumped = _rams(par, s, work, m, flag, tmp)
+        hit_any = running and _bullets(par, s, work, m, flag, tmp)
+        n_died = _end_of_tick(par, s, work, m, running, bumped or hit_any, flag)
         died[m, 0] = flag[DIED, 0]
         died[m, 1] = flag[DIED, 1]
         any_died = any_died or n_died > 0
     if any_died:  # np.maximum(energy, 0.0, out=energy): the whole batch, as the numpy step does
-        for m in range(x.shape[0]):
+        for m in range(s.x.shape[0]):
             for t in range(2):
-                energy[m, t] = max(energy[m, t], 0.0)
+                s.energy[m, t] = max(s.energy[m, t], 0.0)
     if reward_terms:
         _leads(par, s, work, key)
-    for m in range(x.shape[0]):
+    for m in range(s.x.shape[0]):
         _step_info(par, reward_terms, s, work, key, m, info)
 
 
@@ -1060,39 +1028,17 @@ def gun_bearing_1v1(angle: F64, gun_heading: F64, alive: B8, out: NDArray[np.flo
 
 
 @_kernel
-def reset_1v1(
-    par: F64,
-    spawn: F64,
-    mask: B8,
-    draws: F64,
-    x: F64,
-    y: F64,
-    heading: F64,
-    velocity: F64,
-    energy: F64,
-    gun_heading: F64,
-    radar_heading: F64,
-    gun_heat: F64,
-    alive: B8,
-    scores: F64,
-    tick: I64,
-    rounds: I64,
-    inactive_ticks: I64,
-    round_over: B8,
-    truncated: B8,
-    winner: I64,
-    bullet_damage_dealt: F64,
-    ram_damage_dealt: F64,
-    b_active: B8,
-) -> None:
-    """Start new rounds in the matches of ``mask`` from TankBattle.reset's random draws: for the k reset matches,
-    k rows of a key per spawn cell, then k x 2 jitter pairs, then k x 2 headings (times 360, as numpy's reset
-    multiplies them); ``spawn`` is (cells per row, cell width, cell height, x jitter span, y jitter span, cells).
+def reset_1v1(par: F64, spawn: F64, mask: B8, draws: F64, state: Any) -> None:
+    """Start new rounds in the matches of ``mask`` of ``state`` (:class:`State` as a plain tuple) from TankBattle.reset's
+    random draws: for the k reset matches, k rows of a key per spawn cell, then k x 2 jitter pairs, then k x 2
+    headings (times 360, as numpy's reset multiplies them); ``spawn`` is (cells per row, cell width, cell height,
+    x jitter span, y jitter span, cells).
 
     Each tank's cell is numpy's ``argsort(keys, axis=1)[:, :2]``: the two smallest keys, found in one pass where
     the sort of 192 keys took ~6 µs a round. Two equal keys (two equal random doubles among a row's, odds ~1e-13
     a round) are taken in index order, which numpy's unstable sort does not promise.
     """
+    s = State(*state)
     ncx = int(spawn[0])
     n_cells = int(spawn[5])
     k = 0
@@ -1116,27 +1062,27 @@ def reset_1v1(
             c = first if t == 0 else second
             jx, jy = draws[jitters + 4 * i + 2 * t], draws[jitters + 4 * i + 2 * t + 1]
             new_heading = draws[headings + 2 * i + t] * 360.0
-            x[m, t] = (c % ncx) * spawn[1] + par[RADIUS] + jx * spawn[3]
-            y[m, t] = (c // ncx) * spawn[2] + par[RADIUS] + jy * spawn[4]
-            heading[m, t] = new_heading
-            gun_heading[m, t] = new_heading
-            radar_heading[m, t] = new_heading
-            velocity[m, t] = 0.0
-            energy[m, t] = par[START_ENERGY]
-            gun_heat[m, t] = par[START_HEAT]
-            alive[m, t] = True
-            scores[m, t] = 0.0
+            s.x[m, t] = (c % ncx) * spawn[1] + par[RADIUS] + jx * spawn[3]
+            s.y[m, t] = (c // ncx) * spawn[2] + par[RADIUS] + jy * spawn[4]
+            s.heading[m, t] = new_heading
+            s.gun_heading[m, t] = new_heading
+            s.radar_heading[m, t] = new_heading
+            s.velocity[m, t] = 0.0
+            s.energy[m, t] = par[START_ENERGY]
+            s.gun_heat[m, t] = par[START_HEAT]
+            s.alive[m, t] = True
+            s.scores[m, t] = 0.0
             for j in range(2):
-                bullet_damage_dealt[m, t, j] = 0.0
-                ram_damage_dealt[m, t, j] = 0.0
-        tick[m] = 0
-        rounds[m] += 1
-        inactive_ticks[m] = 0
-        round_over[m] = False
-        truncated[m] = False
-        winner[m] = -1
-        for k in range(b_active.shape[1]):
-            b_active[m, k] = False
+                s.bullet_damage_dealt[m, t, j] = 0.0
+                s.ram_damage_dealt[m, t, j] = 0.0
+        s.tick[m] = 0
+        s.round[m] += 1
+        s.inactive_ticks[m] = 0
+        s.round_over[m] = False
+        s.truncated[m] = False
+        s.winner[m] = -1
+        for k in range(s.bullet_active.shape[1]):
+            s.bullet_active[m, k] = False
 
 
 # --- the premise of bit-equality -----------------------------------------------------------------

@@ -7,21 +7,18 @@ the one function that writes it (:func:`build_observation`), rather than inside 
 
 The nearest-enemy and lead (linear-targeting) geometry is shared with the step's reward terms
 (``StepInfo.enemy_distance``, ``gun_bearing_abs``), which must measure exactly what the policy
-sees. The functions read a :class:`~arena.games.tank.engine.TankBattle`'s state, including the
-fixed index helpers it keeps for them (``_other``, ``_eye``), and change nothing.
+sees. The functions read a battle's state (:class:`~arena.games.tank.state.TankState`) and its
+rules, and change nothing.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .geometry import DEG, clip
-
-if TYPE_CHECKING:
-    from .engine import TankBattle
+from .rules import TankRules
+from .state import TankState
 
 __all__ = ["LEAD_POWER", "OBS_DIM", "OBS_FIELDS", "build_observation", "lead_direction", "nearest_enemy"]
 
@@ -56,24 +53,26 @@ OBS_DIM: int = len(OBS_FIELDS)
 
 LEAD_POWER = 2.0
 """Bullet power the lead features assume (speed 14): a mid-range shot; the learner may fire any power."""
+_ENEMY_1V1 = np.array([1, 0], np.intp)  # in a 1v1 match, the enemy of tank 0 and of tank 1
 
 
 def nearest_enemy(
-    battle: TankBattle,
+    state: TankState,
 ) -> tuple[NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.intp]]:
     """Nearest living enemy of every tank: (has, dx, dy, dist, index)."""
-    T = battle.n_tanks
+    s = state
+    T = s.x.shape[1]
     has: NDArray[np.bool_]
     j: NDArray[np.intp]
     if T == 2:
-        j = battle._other
-        has = battle.alive[:, ::-1]
-        dx = battle.x[:, ::-1] - battle.x
-        dy = battle.y[:, ::-1] - battle.y
+        j = np.broadcast_to(_ENEMY_1V1, s.x.shape)
+        has = s.alive[:, ::-1]
+        dx = s.x[:, ::-1] - s.x
+        dy = s.y[:, ::-1] - s.y
     else:
-        ddx = battle.x[:, None, :] - battle.x[:, :, None]  # [m, i, j] = x_j - x_i
-        ddy = battle.y[:, None, :] - battle.y[:, :, None]
-        valid = battle.alive[:, None, :] & ~battle._eye
+        ddx = s.x[:, None, :] - s.x[:, :, None]  # [m, i, j] = x_j - x_i
+        ddy = s.y[:, None, :] - s.y[:, :, None]
+        valid = s.alive[:, None, :] & ~np.eye(T, dtype=bool)
         d2 = np.where(valid, ddx * ddx + ddy * ddy, np.inf)
         j = np.argmin(d2, axis=2)
         has = np.asarray(valid.any(axis=2))
@@ -84,7 +83,12 @@ def nearest_enemy(
 
 
 def lead_direction(
-    battle: TankBattle, has: NDArray[np.bool_], dx: NDArray[np.float64], dy: NDArray[np.float64], j: NDArray[np.intp]
+    state: TankState,
+    rules: TankRules,
+    has: NDArray[np.bool_],
+    dx: NDArray[np.float64],
+    dy: NDArray[np.float64],
+    j: NDArray[np.intp],
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Unit vector (0 without an enemy) to where a power-2 bullet meets the nearest enemy
     if it keeps its heading and speed (linear targeting, clipped to the field).
@@ -92,61 +96,61 @@ def lead_direction(
     Aiming head-on misses any moving tank beyond close range; this is the point a gun
     must lead to. It feeds the observation and the aim shaping term (``gun_bearing_abs``).
     """
-    r = battle.rules
-    if battle.n_tanks == 2:
-        e_heading, e_vel = battle.heading[:, ::-1], battle.velocity[:, ::-1]
+    s, r = state, rules
+    if s.x.shape[1] == 2:
+        e_heading, e_vel = s.heading[:, ::-1], s.velocity[:, ::-1]
     else:
-        e_heading, e_vel = np.take_along_axis(battle.heading, j, 1), np.take_along_axis(battle.velocity, j, 1)
+        e_heading, e_vel = np.take_along_axis(s.heading, j, 1), np.take_along_axis(s.velocity, j, 1)
     eh = e_heading * DEG
     vx, vy = e_vel * np.cos(eh), e_vel * np.sin(eh)
     speed = r.bullet_speed_base - r.bullet_speed_factor * LEAD_POWER
     rad = r.tank_radius
-    ex, ey = battle.x + dx, battle.y + dy
+    ex, ey = s.x + dx, s.y + dy
     px, py = ex, ey
     for _ in range(3):  # fixed-point iteration on the flight time, as Robocode's linear targeting does
-        t = np.hypot(px - battle.x, py - battle.y) / speed + 1.0
+        t = np.hypot(px - s.x, py - s.y) / speed + 1.0
         px = clip(ex + vx * t, rad, r.width - rad)
         py = clip(ey + vy * t, rad, r.height - rad)
-    lx, ly = px - battle.x, py - battle.y
+    lx, ly = px - s.x, py - s.y
     inv = has / np.maximum(np.hypot(lx, ly), 1e-12)
     return lx * inv, ly * inv
 
 
-def build_observation(battle: TankBattle) -> NDArray[np.float32]:
+def build_observation(state: TankState, rules: TankRules) -> NDArray[np.float32]:
     """(M, T, OBS_DIM) float32: every tank's own view (see OBS_FIELDS and docs/arena.md).
 
     Relative angles are computed with the angle-difference identities from the unit
     vectors of the absolute directions (4 trig calls instead of 11).
     """
-    r = battle.rules
-    M, T = battle.n_matches, battle.n_tanks
-    has, dx, dy, dist, j = nearest_enemy(battle)
+    s, r = state, rules
+    M, T = s.x.shape
+    has, dx, dy, dist, j = nearest_enemy(s)
     buf = np.empty((OBS_DIM, M, T))
-    h = battle.heading * DEG
+    h = s.heading * DEG
     sh, ch = np.sin(h), np.cos(h)
-    g = battle.gun_heading * DEG
+    g = s.gun_heading * DEG
     sg, cg = np.sin(g), np.cos(g)
-    buf[0] = battle.x * (2.0 / r.width) - 1.0
-    buf[1] = battle.y * (2.0 / r.height) - 1.0
+    buf[0] = s.x * (2.0 / r.width) - 1.0
+    buf[1] = s.y * (2.0 / r.height) - 1.0
     buf[2] = sh
     buf[3] = ch
-    buf[4] = battle.velocity * (1.0 / r.max_speed)
-    buf[5] = battle.energy * (1.0 / r.start_energy)
+    buf[4] = s.velocity * (1.0 / r.max_speed)
+    buf[5] = s.energy * (1.0 / r.start_energy)
     buf[6] = sg * ch - cg * sh  # sin(gun - heading)
     buf[7] = cg * ch + sg * sh
-    buf[8] = battle.gun_heat * (1.0 / r.start_gun_heat)
+    buf[8] = s.gun_heat * (1.0 / r.start_gun_heat)
     # Enemy part: the unit vector to the enemy is 0 where no enemy is alive, which zeroes the angles.
     inv_d = has / np.maximum(dist, 1e-12)
     ux, uy = dx * inv_d, dy * inv_d
     buf[9] = uy * ch - ux * sh  # sin(enemy direction - heading)
     buf[10] = ux * ch + uy * sh
-    buf[11] = dist * (has / battle.max_distance)
+    buf[11] = dist * (has / r.max_distance)
     if T == 2:
-        e_energy, e_vel = battle.energy[:, ::-1], battle.velocity[:, ::-1]
+        e_energy, e_vel = s.energy[:, ::-1], s.velocity[:, ::-1]
         seh, ceh = sh[:, ::-1], ch[:, ::-1]
     else:
-        e_energy = np.take_along_axis(battle.energy, j, 1)
-        e_vel = np.take_along_axis(battle.velocity, j, 1)
+        e_energy = np.take_along_axis(s.energy, j, 1)
+        e_vel = np.take_along_axis(s.velocity, j, 1)
         seh = np.take_along_axis(sh, j, 1)
         ceh = np.take_along_axis(ch, j, 1)
     buf[12] = e_energy * (has / r.start_energy)
@@ -157,10 +161,10 @@ def build_observation(battle: TankBattle) -> NDArray[np.float32]:
     buf[17] = ux * cg + uy * sg
     # Wall rays: free travel of the centre inside [R, W-R] x [R, H-R] ahead, left, behind, right.
     rad = r.tank_radius
-    east = r.width - rad - battle.x
-    west = battle.x - rad
-    north = r.height - rad - battle.y
-    south = battle.y - rad
+    east = r.width - rad - s.x
+    west = s.x - rad
+    north = r.height - rad - s.y
+    south = s.y - rad
     inv_c = 1.0 / np.maximum(np.abs(ch), 1e-9)
     inv_s = 1.0 / np.maximum(np.abs(sh), 1e-9)
     pc, ps = ch >= 0.0, sh >= 0.0
@@ -168,14 +172,14 @@ def build_observation(battle: TankBattle) -> NDArray[np.float32]:
     ns, ss = np.where(ps, north, south) * inv_s, np.where(ps, south, north) * inv_s  # along +-heading, y part
     es, ws = np.where(ps, west, east) * inv_s, np.where(ps, east, west) * inv_s  # along left/right, x part
     nc, sc = np.where(pc, north, south) * inv_c, np.where(pc, south, north) * inv_c  # along left/right, y part
-    inv = 1.0 / battle.max_distance
+    inv = 1.0 / r.max_distance
     np.minimum(np.minimum(ec, ns) * inv, 1.0, out=buf[18])
     np.minimum(np.minimum(es, nc) * inv, 1.0, out=buf[19])
     np.minimum(np.minimum(wc, ss) * inv, 1.0, out=buf[20])
     np.minimum(np.minimum(ws, sc) * inv, 1.0, out=buf[21])
-    n_alive = battle.alive.sum(axis=1, keepdims=True)
-    buf[22] = (n_alive - battle.alive) * (1.0 / 7.0)
-    lux, luy = lead_direction(battle, has, dx, dy, j)
+    n_alive = s.alive.sum(axis=1, keepdims=True)
+    buf[22] = (n_alive - s.alive) * (1.0 / 7.0)
+    lux, luy = lead_direction(s, r, has, dx, dy, j)
     buf[23] = luy * cg - lux * sg  # sin(lead direction - gun heading)
     buf[24] = lux * cg + luy * sg
     return buf.transpose(1, 2, 0).astype(np.float32)

@@ -3,7 +3,7 @@
 Every bot maps observations ``(N, OBS_DIM)`` of the ``N`` tanks it drives to actions
 ``(N, ACT_DIM)``; it may keep a little per-tank state, cleared by :meth:`ScriptedBot.reset`
 for the tanks that start a new round. Levels of challenge (see the cross table in
-docs/arena.md): ``sitting`` < ``spinner`` ~ ``walker`` < ``tracker``.
+docs/arena.md, :mod:`arena.games.tank.tournament`): ``sitting`` < ``spinner`` ~ ``walker`` < ``tracker``.
 
 * ``sitting``: never moves, turns or fires.
 * ``spinner``: drives in a tight circle (velocity 5, full left turn: Robocode's
@@ -14,33 +14,29 @@ docs/arena.md): ``sitting`` < ``spinner`` ~ ``walker`` < ``tracker``.
   movement, random direction changes, reversing away from walls), aims with linear
   targeting (lead the target by its heading and velocity for the bullet's flight
   time) and fires harder the closer it is (power 450 / distance in [1, 3]).
+
+This module holds the bots' numpy code, the reference. A bot built with ``engine="numba"`` hands its
+parameters and state to :class:`~arena.games.tank.scripted_compiled.CompiledActs` instead, which runs
+the same arithmetic as kernels. The bots by name are in :mod:`arena.games.tank.roster`.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .engine import ACT_DIM, ENGINES, EngineName, TankBattle
+from .actions import ACT_DIM
+from .engines import ENGINES, EngineName
 from .geometry import clip
 from .observation import OBS_DIM
 from .rules import DEFAULT_RULES, TankRules, next_velocity
 
-__all__ = [
-    "EXTRA_SCRIPTED",
-    "SCRIPTED",
-    "ScriptedBot",
-    "Sitting",
-    "Spinner",
-    "Tracker",
-    "View",
-    "Walker",
-    "cross_table",
-    "make_scripted",
-    "play_scripted",
-]
+if TYPE_CHECKING:
+    from .scripted_compiled import CompiledActs
+
+__all__ = ["ScriptedBot", "Sitting", "Spinner", "Tracker", "View", "Walker"]
 
 
 class View:
@@ -73,8 +69,9 @@ def _rel(angle: NDArray[np.float64]) -> NDArray[np.float64]:
 class ScriptedBot:
     """Base class: drives ``n`` tanks from their observations.
 
-    ``engine="numba"`` computes the same actions in :mod:`arena.games.tank.scripted_kernels` (one compiled loop
-    over the rows instead of ~60 numpy calls); its random draws stay here, from the same generator.
+    ``engine="numba"`` computes the same actions with :class:`~arena.games.tank.scripted_compiled.CompiledActs`
+    (one compiled loop over the rows instead of ~60 numpy calls); its random draws stay here, from the same
+    generator.
     """
 
     name: ClassVar[str] = "base"
@@ -88,32 +85,11 @@ class ScriptedBot:
         self.rules = rules
         self.rng = np.random.default_rng(seed)
         self.engine: EngineName = engine
-        self._params: NDArray[np.float64] | None = None
-        self._kernels: Any = None  # arena.games.tank.scripted_kernels, for engine="numba"
-        self._all_rows = np.arange(self.n, dtype=np.intp)
+        self._compiled: CompiledActs | None = None
         if engine == "numba":
-            from . import scripted_kernels
+            from .scripted_compiled import CompiledActs  # imports numba, which the numpy bots never need
 
-            self._kernels = scripted_kernels  # held, not imported per call: an import statement costs ~1 us a tick
-            self._params = scripted_kernels.rule_params(rules)
-            self._ys, self._xs, self._angles = np.empty((3, self.n, len(scripted_kernels.ANGLES)))
-
-    def _compiled_input(
-        self, obs: NDArray[np.float32], rows: NDArray[np.intp] | None
-    ) -> tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.intp], NDArray[np.float32]]:
-        """For a kernel: obs (C-contiguous float32), its rows' angles (numpy's arctan2), its rows, the actions to fill."""
-        o = np.ascontiguousarray(obs, np.float32)
-        if o.ndim != 2 or o.shape[1] != OBS_DIM or len(o) > self.n:
-            raise ValueError(f"obs must have shape (N <= {self.n}, {OBS_DIM}), got {o.shape}")
-        k = len(o)
-        ys, xs, angles = self._ys[:k], self._xs[:k], self._angles[:k]
-        self._kernels.angle_inputs(self._params, o, ys, xs)
-        np.arctan2(ys, xs, out=angles)
-        index = self._all_rows[:k] if rows is None else np.ascontiguousarray(rows, np.intp)
-        # A kernel does not check bounds. Viewed unsigned, a negative row is huge: one reduction checks both ends.
-        if len(index) != k or (k and index.view(np.uintp).max() >= self.n):
-            raise ValueError(f"rows must name {k} of the bot's {self.n} tanks, got {index.tolist()}")
-        return o, angles, index, np.empty((k, ACT_DIM), np.float32)
+            self._compiled = CompiledActs(self.n, rules)
 
     def act(
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
@@ -209,10 +185,8 @@ class Spinner(ScriptedBot):
     def act(
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
     ) -> NDArray[np.float32]:
-        if self._params is not None:
-            o, angles, _, out = self._compiled_input(obs, rows)
-            self._kernels.spinner_act(self._params, o, angles, self.speed, self.power, out)
-            return out
+        if self._compiled is not None:
+            return self._compiled.spinner(obs, rows, self.speed, self.power)
         view = view or View(obs, self.rules)
         a0 = np.full(len(obs), self.speed / self.rules.max_speed)
         a1 = np.ones(len(obs))
@@ -243,12 +217,8 @@ class Walker(ScriptedBot):
     def act(
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
     ) -> NDArray[np.float32]:
-        if self._params is not None:
-            o, angles, index, out = self._compiled_input(obs, rows)
-            self._kernels.walker_act(
-                self._params, o, angles, index, self.direction, self.cooldown, self.margin, self.near, self.power, out
-            )
-            return out
+        if self._compiled is not None:
+            return self._compiled.walker(obs, rows, self.direction, self.cooldown, self.margin, self.near, self.power)
         r = self.rules
         view = view or View(obs, r)
         direction, cooldown = self._state(self.direction, rows), self._state(self.cooldown, rows)
@@ -309,18 +279,8 @@ class Tracker(ScriptedBot):
     def act(
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None
     ) -> NDArray[np.float32]:
-        if self._params is not None:
-            kernels = self._kernels
-            o, angles, index, out = self._compiled_input(obs, rows)
-            k = len(o)
-            draws = self.rng.random(k)  # the numpy code's one draw a row, in the same order
-            lead, aim = np.empty((k, len(kernels.LEAD))), np.empty((2, k))
-            p = self._params
-            direction, flip, preferred = self.direction, self.flip_prob, self.preferred
-            kernels.tracker_lead(p, o, angles, index, direction, draws, flip, preferred, lead, aim[0], aim[1])
-            np.arctan2(aim[0], aim[1], out=aim[0])
-            kernels.tracker_fire(p, o, angles, aim[0], lead, out)
-            return out
+        if self._compiled is not None:
+            return self._compiled.tracker(obs, rows, self.direction, self.rng, self.flip_prob, self.preferred)
         r = self.rules
         view = view or View(obs, r)
         d = view.enemy_distance
@@ -367,158 +327,3 @@ class Tracker(ScriptedBot):
         a2 = self._gun_turn(view, aim, a0, a1)
         a3 = self._fire(power, _rel(aim - view.gun), view)
         return self._pack(a0, a1, a2, a3, 1.0)
-
-
-SCRIPTED: dict[str, type[ScriptedBot]] = {cls.name: cls for cls in (Sitting, Spinner, Walker, Tracker)}
-EXTRA_SCRIPTED: tuple[str, ...] = ("drawn",)
-"""Scripted bots :func:`make_scripted` also builds that are not in the ladder ``SCRIPTED`` (which the league, the
-evaluations and the selection play by default): ``drawn`` (:mod:`arena.games.tank.drawn`), new parts every round."""
-
-
-def make_scripted(
-    name: str, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES, engine: EngineName = "numpy"
-) -> ScriptedBot:
-    """A scripted bot by name, driving ``n`` tanks (``engine="numba"``: compiled). ValueError lists the valid names."""
-    if name in EXTRA_SCRIPTED:  # its module builds on this one, so imported here
-        from .drawn import Drawn
-
-        return Drawn(n, seed, rules, engine)
-    try:
-        cls = SCRIPTED[name]
-    except KeyError:
-        names = ", ".join([*sorted(SCRIPTED), *EXTRA_SCRIPTED])
-        raise ValueError(f"unknown scripted bot {name!r}; valid names: {names}") from None
-    return cls(n, seed, rules, engine)
-
-
-def play_scripted(
-    names: list[str], rounds: int, seed: int = 0, n_matches: int = 50, rules: TankRules = DEFAULT_RULES
-) -> dict[str, object]:
-    """Play ``rounds`` rounds of scripted bots against each other (tank ``i`` is ``names[i]``).
-
-    ``n_matches`` rounds run in parallel; every started round is counted (a match is
-    not restarted once ``rounds`` rounds were started, so short rounds are not
-    over-represented). Returns per-slot lists (same order as ``names``): ``wins``,
-    ``win_rate``, ``mean_score`` (Robocode round score), ``mean_energy`` (energy left at
-    round end), plus ``draws`` (no survivor, or tick cap), ``truncated`` and ``mean_ticks``.
-    """
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
-    T = len(names)
-    M = min(int(n_matches), int(rounds))
-    battle = TankBattle(M, T, rules, seed)
-    bots = [make_scripted(nm, M, seed * 7919 + 101 * (i + 1), rules) for i, nm in enumerate(names)]
-    wins = np.zeros(T, np.int64)
-    draws = 0
-    truncated = 0
-    score_sum = np.zeros(T)
-    energy_sum = np.zeros(T)
-    ticks_sum = 0
-    done = 0
-    started = M
-    pending = np.ones(M, bool)
-    obs = battle.observe()
-    act = np.empty((M, T, ACT_DIM), np.float32)
-    while done < rounds:
-        for i, bot in enumerate(bots):
-            act[:, i] = bot.act(obs[:, i])
-        info = battle.step(act)
-        fin = info.round_over & pending
-        if fin.any():
-            idx = np.flatnonzero(fin)
-            w = info.winner[idx]
-            wins += np.bincount(w[w >= 0], minlength=T)
-            draws += int((w < 0).sum())
-            truncated += int(info.truncated[idx].sum())
-            score_sum += info.scores[idx].sum(axis=0)
-            energy_sum += battle.energy[idx].sum(axis=0)
-            ticks_sum += int(battle.tick[idx].sum())
-            done += len(idx)
-            pending[idx] = False
-            again = idx[: max(0, rounds - started)]
-            if len(again):
-                mask = np.zeros(M, bool)
-                mask[again] = True
-                started += len(again)
-                pending[again] = True
-                battle.reset(mask)
-                for bot in bots:
-                    bot.reset(mask)
-        obs = battle.observe()
-    return {
-        "names": list(names),
-        "rounds": int(rounds),
-        "wins": wins.tolist(),
-        "win_rate": (wins / rounds).tolist(),
-        "draws": draws,
-        "truncated": truncated,
-        "mean_score": (score_sum / rounds).tolist(),
-        "mean_energy": (energy_sum / rounds).tolist(),
-        "mean_ticks": ticks_sum / rounds,
-    }
-
-
-def cross_table(
-    names: list[str] | None = None, rounds: int = 200, seed: int = 0, n_matches: int = 50, rules: TankRules = DEFAULT_RULES
-) -> dict[str, dict[str, dict[str, float]]]:
-    """1v1 results of every pair of scripted bots (mirror matches included).
-
-    ``table[a][b]`` holds ``win_rate`` (rounds ``a`` won against ``b``), ``draw_rate``,
-    ``mean_score`` and ``mean_energy`` of ``a`` in ``rounds`` rounds of ``a`` vs ``b``.
-    Each unordered pair is played once (``a`` as tank 0); start positions are random.
-    """
-    names = list(SCRIPTED) if names is None else names
-    table: dict[str, dict[str, dict[str, float]]] = {a: {} for a in names}
-    for i, a in enumerate(names):
-        for b in names[i:]:
-            res = play_scripted([a, b], rounds, seed=seed, n_matches=n_matches, rules=rules)
-            wins, scores, energy = res["wins"], res["mean_score"], res["mean_energy"]
-            assert isinstance(wins, list) and isinstance(scores, list) and isinstance(energy, list)
-            draw = int(res["draws"]) / rounds  # type: ignore[call-overload]
-            table[a][b] = {"win_rate": wins[0] / rounds, "draw_rate": draw, "mean_score": scores[0], "mean_energy": energy[0]}
-            table[b][a] = {"win_rate": wins[1] / rounds, "draw_rate": draw, "mean_score": scores[1], "mean_energy": energy[1]}
-            if a == b:  # mirror match: report the two tanks together
-                table[a][a] = {
-                    "win_rate": (wins[0] + wins[1]) / (2 * rounds),
-                    "draw_rate": draw,
-                    "mean_score": (scores[0] + scores[1]) / 2,
-                    "mean_energy": (energy[0] + energy[1]) / 2,
-                }
-    return table
-
-
-def _main() -> None:
-    import argparse
-    import time
-
-    ap = argparse.ArgumentParser(description="Cross table of the scripted tank bots (1v1, all pairs).")
-    ap.add_argument("--rounds", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    t0 = time.perf_counter()
-    table = cross_table(rounds=args.rounds, seed=args.seed)
-    names = list(table)
-    print(f"Win rate of the row bot against the column bot ({args.rounds} rounds 1v1 per pair, seed {args.seed}):\n")
-    print("| row \\ column | " + " | ".join(names) + " |")
-    print("|---|" + "---:|" * len(names))
-    for a in names:
-        cells = []
-        for b in names:
-            c = table[a][b]
-            cells.append(f"{c['win_rate']:.0%}" + (f" ({c['draw_rate']:.0%} draws)" if c["draw_rate"] else ""))
-        print(f"| **{a}** | " + " | ".join(cells) + " |")
-    print("\nMean round score of the row bot against the column bot:\n")
-    print("| row \\ column | " + " | ".join(names) + " |")
-    print("|---|" + "---:|" * len(names))
-    for a in names:
-        print(f"| **{a}** | " + " | ".join(f"{table[a][b]['mean_score']:.1f}" for b in names) + " |")
-    print("\nMean energy left at round end of the row bot against the column bot:\n")
-    print("| row \\ column | " + " | ".join(names) + " |")
-    print("|---|" + "---:|" * len(names))
-    for a in names:
-        print(f"| **{a}** | " + " | ".join(f"{table[a][b]['mean_energy']:.1f}" for b in names) + " |")
-    print(f"\n({time.perf_counter() - t0:.0f} s)")
-
-
-if __name__ == "__main__":
-    _main()

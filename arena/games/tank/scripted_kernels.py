@@ -19,7 +19,7 @@ lead first, is a third step (:func:`tracker_lead`, ``np.arctan2``, :func:`tracke
 The bots' random draws (Walker's and Tracker's direction at a round start, Tracker's flips)
 stay in numpy, from the bot's own generator in the same order, and reach the kernels as arrays.
 Kernels are ``@njit(cache=True)``: compiled once per machine (a few seconds), then loaded from
-numba's cache next to this file. Only :mod:`arena.games.tank.scripted` imports this module,
+numba's cache next to this file. The bots reach them through :mod:`arena.games.tank.scripted_compiled`,
 and only when a bot is built with ``engine="numba"``.
 """
 

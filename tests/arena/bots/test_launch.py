@@ -8,7 +8,8 @@ from arena.bots.launch import BotThreads, launch_bots
 from arena.bots.play import MatchLog
 from arena.bots.spec import LearningBotSpec
 from arena.defaults import Layout
-from arena.games.tank.engine import ACT_DIM, OBS_DIM
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.observation import OBS_DIM
 from arena.games.tank.rewards import TANK_REWARD
 from tests.conftest import running_server, timeout
 

@@ -18,7 +18,8 @@ import pytest
 from arena.bots.play import MatchLog
 from arena.bots.spec import LearningBotSpec
 from arena.bots.workers import WorkerPool
-from arena.games.tank.engine import ACT_DIM, OBS_DIM
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.observation import OBS_DIM
 from arena.games.tank.rewards import TANK_REWARD
 from tests.conftest import DATA, running_server, timeout
 

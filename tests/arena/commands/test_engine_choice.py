@@ -54,7 +54,7 @@ def test_the_default_engine_is_the_compiled_one_for_every_command() -> None:
     from arena.cli import build_parser
     from arena.commands.options import ENGINE_NAMES
     from arena.defaults import ENGINE
-    from arena.games.tank.engine import ENGINES
+    from arena.games.tank.engines import ENGINES
 
     assert ENGINE_NAMES == ENGINES  # the flag's choices, written out to keep numpy out of the CLI's start
     parser = build_parser()
@@ -67,7 +67,8 @@ def test_worker_plays_on_the_chosen_engine(engines: list[tuple[str, str]], capsy
     numpy; the worker's signal handlers are gone when it returns."""
     import signal
 
-    from arena.games.tank.engine import ACT_DIM, OBS_DIM
+    from arena.games.tank.actions import ACT_DIM
+    from arena.games.tank.observation import OBS_DIM
     from arena.games.tank.rewards import TANK_REWARD
     from tests.conftest import running_server
 

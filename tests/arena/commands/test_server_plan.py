@@ -7,7 +7,8 @@ import pytest
 from arena.cli import build_parser
 from arena.commands.server_plan import ServerPlan, TankShape, make_server
 from arena.defaults import TANK_SEGMENT_STEPS
-from arena.games.tank.engine import ACT_DIM, OBS_DIM
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.observation import OBS_DIM
 from arena.games.tank.rewards import TANK_REWARD
 
 SIZES = (OBS_DIM, ACT_DIM)

@@ -9,7 +9,8 @@ import sys
 from agents import make_agent
 from arena.bots.play import PolicyController, ScriptedController, play_match
 from arena.bots.policies import load_policy
-from arena.games.tank.engine import ACT_DIM, OBS_DIM
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.observation import OBS_DIM
 from bot_protocol import Policy, Weights
 from tests.conftest import timeout
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena.games.tank import ACT_DIM, StepInfo, TankBattle, TankRules, compiled, kernels, make_scripted
+from arena.games.tank import ACT_DIM, StepInfo, TankBattle, TankRules, compiled, kernels, make_scripted, precompile
 from arena.games.tank.rules import DEFAULT_RULES
 from tests.conftest import ROOT
 
@@ -305,13 +305,13 @@ def test_the_numpy_engine_does_not_import_numba() -> None:
 
 def test_a_second_process_loads_the_kernels_from_the_cache() -> None:
     """Compiled here (or already cached), the kernels are loaded from numba's disk cache by the next process."""
-    compiled.compile_all()
+    precompile.compile_all()
     code = (
         "import json, time\n"
         "t0 = time.perf_counter()\n"
-        "from arena.games.tank import compiled\n"
-        "seconds = compiled.compile_all()\n"
-        "stats = compiled.kernel_stats()\n"
+        "from arena.games.tank import precompile\n"
+        "seconds = precompile.compile_all()\n"
+        "stats = precompile.kernel_stats()\n"
         "print(json.dumps({'seconds': seconds, 'import': time.perf_counter() - t0 - seconds,\n"
         "    'hits': {k: sum(s.cache_hits.values()) for k, s in stats.items()},\n"
         "    'misses': {k: sum(s.cache_misses.values()) for k, s in stats.items()}}))\n"

@@ -7,7 +7,10 @@ import numpy as np
 from agents import make_agent
 from arena.bots.play import PolicyController, ScriptedController
 from arena.bots.policies import load_policy
-from arena.games.tank.engine import ACT_DIM, OBS_DIM, TankBattle, TankRules
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.engine import TankBattle
+from arena.games.tank.observation import OBS_DIM
+from arena.games.tank.rules import TankRules
 from arena.league import SELF, LeagueConfig, LeagueSpec
 from arena.league.seats import MixedSeat
 from bot_protocol import Policy, Weights

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from arena.bots.play import ScriptedController
-from arena.games.tank.engine import TankRules
+from arena.games.tank.rules import TankRules
 from arena.league import cross_table, rate, round_robin
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from arena.bots.play import ScriptedController
-from arena.games.tank.engine import ACT_DIM, OBS_DIM
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.observation import OBS_DIM
 from arena.league.seats import MixedSeat
 
 

@@ -7,7 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from arena.games.tank.engine import ACT_DIM, OBS_DIM, TankBattle
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.engine import TankBattle
+from arena.games.tank.observation import OBS_DIM
 from arena.league import League, LeagueConfig, LeagueStore
 from arena.league.store import atomic_write
 from bot_protocol import Architecture, Policy, Weights

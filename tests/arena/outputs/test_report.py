@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from agents import make_agent
-from arena.games.tank.engine import ACT_DIM, OBS_DIM
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.observation import OBS_DIM
 from arena.outputs.report import SCRIPTED_OPPONENTS, evaluate_against_scripted, plot_curve, write_report
 from bot_protocol import Policy, Weights, encode
 

@@ -13,7 +13,8 @@ import pytest
 from agents import CheckpointStore, make_agent
 from arena.bots.policies import load_policy, run_policy_checkpoint
 from arena.cli import main
-from arena.games.tank.engine import ACT_DIM, OBS_DIM
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.observation import OBS_DIM
 from arena.outputs.selection import CANDIDATES, Candidate, CandidateEvaluator, choose
 from bot_protocol import PolicyId
 

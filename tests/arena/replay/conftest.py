@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 
 from arena.bots.play import PolicyController, ScriptedController, play_match
-from arena.games.tank.engine import ACT_DIM, OBS_DIM, TankBattle, TankRules
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.engine import TankBattle
 from arena.games.tank.frames import frame
+from arena.games.tank.observation import OBS_DIM
+from arena.games.tank.rules import TankRules
 from arena.replay import Recorder
 from bot_protocol import Architecture, Policy
 from tests.conftest import ROOT

@@ -22,7 +22,10 @@ from agents import make_agent
 from agents.checkpoint import CheckpointStore
 from arena.bots.play import ScriptedController
 from arena.bots.policies import load_policy
-from arena.games.tank.engine import ACT_DIM, OBS_DIM, TankBattle, TankRules
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.engine import TankBattle
+from arena.games.tank.observation import OBS_DIM
+from arena.games.tank.rules import TankRules
 from arena.royale.export import export_royale_bot
 from arena.royale.match import MatchListeners, RoyaleMatch, play_royale_match, royale_rules
 from arena.royale.seats import RoyaleBotSpec

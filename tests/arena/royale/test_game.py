@@ -11,7 +11,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from arena.games.tank.engine import ACT_DIM, StepEvents, TankBattle, TankRules
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.engine import TankBattle
+from arena.games.tank.events import StepEvents
+from arena.games.tank.rules import TankRules
 from tests.arena.games.tank.test_engine import act
 from tests.arena.games.tank.test_engine import duel as place
 

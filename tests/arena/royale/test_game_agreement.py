@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena.games.tank.engine import BulletEvents, TankBattle
+from arena.games.tank.engine import TankBattle
+from arena.games.tank.events import BulletEvents
 from arena.royale.match import MatchListeners, RoyaleMatch, play_royale_match, royale_rules
 from arena.royale.seats import RoyaleBotSpec
 from arena.royale.server import RoyaleServerConfig

@@ -29,7 +29,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from arena.games.tank.engine import ACT_DIM, TankBattle
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.engine import TankBattle
 from arena.royale.game import RoyaleGame
 from arena.royale.match import MatchListeners, RoyaleMatch, play_royale_match, royale_rules, run_royale_match
 from arena.royale.schema import BotIntent

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena.games.tank.engine import ACT_DIM, TankBattle
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.engine import TankBattle
 from arena.royale import schema
 from arena.royale.game import RoyaleGame
 from arena.royale.match import royale_rules

@@ -35,8 +35,10 @@ from agents import make_agent
 from arena.games.reach import ACT_DIM as REACH_ACT
 from arena.games.reach import OBS_DIM as REACH_OBS
 from arena.games.tank import frames as tank_frames
-from arena.games.tank.engine import ACT_DIM, TankBattle, TankRules
-from arena.games.tank.scripted import make_scripted
+from arena.games.tank.actions import ACT_DIM
+from arena.games.tank.engine import TankBattle
+from arena.games.tank.roster import make_scripted
+from arena.games.tank.rules import TankRules
 from bot_protocol import SUBPROTOCOL as BOT_SUBPROTOCOL
 from bot_protocol import Hello, Welcome, decode_from_server, encode
 from server import ServerConfig, TrainingServer

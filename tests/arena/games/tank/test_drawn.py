@@ -1,5 +1,5 @@
-"""The ``drawn`` scripted bot (arena/games/tank/drawn.py, drawn_kernel.py): its draws, its families' behaviour,
-its two engines, and its name on the command line."""
+"""The ``drawn`` scripted bot (arena/games/tank/drawn.py, drawn_kernel.py): its draws, its families' behaviour
+and its two engines (its name: tests/arena/games/tank/test_roster.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-from arena.games.tank import ACT_DIM, SCRIPTED, TankBattle, TankRules, make_scripted
+from arena.games.tank import ACT_DIM, TankBattle, TankRules, make_scripted
 from arena.games.tank.drawn import DEFAULT_RANGES, MOVEMENTS, POWER_RULES, TARGETINGS, Drawn, DrawnRanges
 from arena.games.tank.drawn_kernel import PARAMS, STATE
-from arena.games.tank.scripted import EXTRA_SCRIPTED
 
 
 def only(**kwargs: object) -> DrawnRanges:
@@ -39,18 +38,6 @@ def play(
             for bot in bots:
                 bot.reset(info.round_over)  # type: ignore[attr-defined]
     return actions, dealt, battle
-
-
-def test_make_scripted_builds_it_outside_the_ladder() -> None:
-    from arena.commands.options import SCRIPTED_NAMES
-
-    bot = make_scripted("drawn", 3, seed=1)
-    assert isinstance(bot, Drawn) and bot.name == "drawn" and "drawn" not in SCRIPTED and EXTRA_SCRIPTED == ("drawn",)
-    assert (*SCRIPTED, *EXTRA_SCRIPTED) == SCRIPTED_NAMES  # the names the commands take
-    out = bot.act(TankBattle(3, 2, seed=0).observe()[:, 0])
-    assert out.shape == (3, ACT_DIM) and out.dtype == np.float32 and (np.abs(out) <= 1).all()
-    with pytest.raises(ValueError, match="drawn"):
-        make_scripted("nope", 1)
 
 
 def test_the_draws_cover_every_family_within_the_documented_ranges() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arena.games.tank.geometry import normalize_relative, push_apart, segments_cross, sweep_touches
+from arena.games.tank.geometry import Pairs, normalize_relative, push_apart, segments_cross, sweep_touches
 
 
 def test_normalize_relative_maps_into_minus_180_to_180() -> None:
@@ -45,13 +45,21 @@ def test_sweep_touches_a_circle_inside_the_arc_and_the_reach() -> None:
 
 
 def test_push_apart_separates_living_overlaps_half_each() -> None:
-    pi, pj, signed = np.array([0]), np.array([1]), np.array([[-1.0, 1.0]])
+    pairs = Pairs.of(2)
+    assert pairs.first.tolist() == [0] and pairs.second.tolist() == [1] and pairs.signed.tolist() == [[-1.0, 1.0]]
     x, y = np.array([[100.0, 110.0]]), np.array([[300.0, 300.0]])
-    nx, ny = push_apart(x, y, np.ones((1, 2), bool), pi, pj, signed, 18.0, 800.0, 600.0)
+    nx, ny = push_apart(x, y, np.ones((1, 2), bool), pairs, 18.0, 800.0, 600.0)
     assert nx[0, 1] - nx[0, 0] >= 36.0 - 1e-6
     assert nx[0].mean() == pytest.approx(105.0) and (ny == 300.0).all()
     # A dead tank is not pushed, nor pushes; a wall holds a tank in the field.
-    dead = push_apart(x, y, np.array([[True, False]]), pi, pj, signed, 18.0, 800.0, 600.0)
+    dead = push_apart(x, y, np.array([[True, False]]), pairs, 18.0, 800.0, 600.0)
     np.testing.assert_array_equal(dead[0], x)
-    wall, _ = push_apart(np.array([[18.0, 20.0]]), y, np.ones((1, 2), bool), pi, pj, signed, 18.0, 800.0, 600.0)
+    wall, _ = push_apart(np.array([[18.0, 20.0]]), y, np.ones((1, 2), bool), pairs, 18.0, 800.0, 600.0)
     assert wall[0, 0] == 18.0 and wall[0, 1] > 20.0
+
+
+def test_pairs_of_three_circles() -> None:
+    pairs = Pairs.of(3)
+    assert list(zip(pairs.first.tolist(), pairs.second.tolist(), strict=True)) == [(0, 1), (0, 2), (1, 2)]
+    np.testing.assert_array_equal(np.array([1.0, 0.0, 1.0]) @ pairs.both, [1.0, 2.0, 1.0])  # (0, 1) and (1, 2)
+    np.testing.assert_array_equal(pairs.signed.sum(axis=1), 0.0)

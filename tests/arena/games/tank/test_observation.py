@@ -135,14 +135,14 @@ def test_nearest_enemy_and_lead_of_a_still_target() -> None:
     b = TankBattle(1, 3, seed=0)
     b.x[0], b.y[0] = [100.0, 500.0, 100.0], [300.0, 300.0, 400.0]
     b.velocity[0] = 0.0
-    has, dx, dy, dist, j = nearest_enemy(b)
+    has, dx, dy, dist, j = nearest_enemy(b.state)
     assert has[0].all() and j[0].tolist() == [2, 0, 0]
     assert (dx[0, 0], dy[0, 0], dist[0, 0]) == pytest.approx((0.0, 100.0, 100.0))
-    lx, ly = lead_direction(b, has, dx, dy, j)
+    lx, ly = lead_direction(b.state, b.rules, has, dx, dy, j)
     assert (lx[0, 0], ly[0, 0]) == pytest.approx((0.0, 1.0))
     np.testing.assert_allclose(np.hypot(lx, ly), 1.0)
     b.alive[0, 1:] = False
-    has, dx, dy, dist, j = nearest_enemy(b)
+    has, dx, dy, dist, j = nearest_enemy(b.state)
     assert not has[0, 0]
-    lx, ly = lead_direction(b, has, dx, dy, j)
+    lx, ly = lead_direction(b.state, b.rules, has, dx, dy, j)
     assert lx[0, 0] == 0.0 and ly[0, 0] == 0.0

@@ -1,23 +1,12 @@
-"""Scripted tank opponents (arena/games/tank/scripted.py): names, bounds, determinism, who beats whom."""
+"""Scripted tank opponents (arena/games/tank/scripted.py): what each bot does, bounds, determinism, the View."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from arena.games.tank import ACT_DIM, SCRIPTED, TankBattle, TankRules, make_scripted, play_scripted
+from arena.games.tank import ACT_DIM, SCRIPTED, TankBattle, TankRules, make_scripted
 from arena.games.tank.scripted import View
-
-
-def test_make_scripted_names() -> None:
-    assert set(SCRIPTED) == {"sitting", "spinner", "walker", "tracker"}
-    for name in SCRIPTED:
-        bot = make_scripted(name, 3, seed=1)
-        assert bot.name == name
-        out = bot.act(TankBattle(3, 2, seed=0).observe()[:, 0])
-        assert out.shape == (3, ACT_DIM) and out.dtype == np.float32 and (np.abs(out) <= 1).all()
-    with pytest.raises(ValueError, match="sitting"):
-        make_scripted("nope", 1)
 
 
 def test_sitting_never_moves() -> None:
@@ -35,14 +24,6 @@ def test_sitting_never_moves() -> None:
     np.testing.assert_array_equal(b.heading[:, 0], h0)
     np.testing.assert_array_equal(b.gun_heading[:, 0], g0)
     assert (b.velocity[:, 0] == 0).all()
-
-
-def test_tracker_beats_sitting() -> None:
-    res = play_scripted(["tracker", "sitting"], rounds=50, seed=0, n_matches=50)
-    assert res["rounds"] == 50
-    wins = res["wins"]
-    assert isinstance(wins, list) and wins[0] >= 45
-    assert res["mean_score"][0] > res["mean_score"][1]  # type: ignore[index]
 
 
 def play(name: str, seed: int, ticks: int = 150) -> np.ndarray:
