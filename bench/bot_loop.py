@@ -27,7 +27,7 @@ def bot_side(seconds: float, n_matches: int = 128, opponent: Literal["sitting", 
     from arena.games.tank.engine import TankBattle
     from arena.games.tank.observation import OBS_DIM
     from arena.league.commands import league_spec
-    from bot_protocol import Policy, RewardMode, StepRecorder, Weights, encode
+    from bot_protocol import Policy, RewardMode, Step, StepRecorder, Weights, encode
 
     arch, tensors = make_agent("ppo", OBS_DIM, ACT_DIM).export_actor()
     policy = Policy.from_weights(Weights.pack(0, 0, arch, tensors))
@@ -57,9 +57,9 @@ def bot_side(seconds: float, n_matches: int = 128, opponent: Literal["sitting", 
         info = battle.step(actions)
         after = battle.observe()
         ended = info.round_over
-        batch = recorder.record(obs[:, 0], actions[:, 0], logp, generation=0, version=0,
-                                terms=info.reward_terms()[:, 0], terminal=ended & ~info.truncated,
-                                truncated=info.truncated, next_obs=after[:, 0], score=info.scores[:, 0])  # fmt: skip
+        step = Step(obs[:, 0], actions[:, 0], logp, terms=info.reward_terms()[:, 0], terminal=ended & ~info.truncated,
+                    truncated=info.truncated, next_obs=after[:, 0], score=info.scores[:, 0])  # fmt: skip
+        batch = recorder.record(step, policy.policy_id)
         if batch is not None:
             encode(batch)
         if ended.any():

@@ -4,7 +4,7 @@ This package never imports torch or the server: a bot needs only numpy, msgpack 
 websockets. ``docs/protocol.md`` is the contract it implements.
 """
 
-from .batching import StepRecorder
+from .batching import Step, StepRecorder
 from .codec import decode_from_bot, decode_from_server, encode
 from .errors import CloseCode, ErrorCode, ProtocolError
 from .messages import (
@@ -47,6 +47,7 @@ __all__ = [
     "ProtocolError",
     "RewardMode",
     "SessionSpec",
+    "Step",
     "StepRecorder",
     "TransitionBatch",
     "TransitionHeader",

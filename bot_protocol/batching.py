@@ -1,7 +1,7 @@
 """Collect a vectorized bot's steps into columnar ``tr`` batches (sans-I/O).
 
 A bot driving ``n_agents`` agents calls :meth:`StepRecorder.record` once per tick
-with one row per agent; the recorder assigns episode ids, keeps the conditional
+with one :class:`Step` (a row per agent); the recorder assigns episode ids, keeps the conditional
 columns (``next_obs`` for truncated steps, ``score`` for ended steps) in row order,
 and hands back a :class:`~bot_protocol.transitions.TransitionBatch` when enough rows
 have piled up. Every batch carries exactly one policy identity, so rows acted with
@@ -11,6 +11,7 @@ different weights are never mixed.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -19,7 +20,31 @@ from .messages import RewardMode
 from .policy_id import PolicyId
 from .transitions import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, TransitionBatch
 
-__all__ = ["StepRecorder", "concat_batches", "split_batch"]
+__all__ = ["Step", "StepRecorder", "concat_batches", "split_batch"]
+
+
+class Step(NamedTuple):
+    """One tick of a vectorized bot: what each agent saw and did, and what followed.
+
+    Every array has one row per agent of ``agents`` (default: all, in order). ``reward``
+    (scalar mode) or ``terms`` (terms mode, ``(n, 5)``) is required. ``next_obs`` is required
+    when any agent is truncated; ``score`` is required in terms mode when any agent ended;
+    rows of other agents in these two arrays are ignored. A ``NamedTuple`` because it is
+    built and unpacked once per tick on the bot's hot path, which a tuple does in one step.
+    """
+
+    obs: ArrayLike
+    actions: ArrayLike
+    logp: ArrayLike
+    reward: ArrayLike | None = None
+    terms: ArrayLike | None = None
+    terminal: ArrayLike | None = None
+    """True where the agent's episode ended naturally (it wins over a simultaneous ``truncated``)."""
+    truncated: ArrayLike | None = None
+    """True where the agent's episode was cut by a time limit (bootstrapped from ``next_obs``)."""
+    next_obs: ArrayLike | None = None
+    score: ArrayLike | None = None
+    agents: ArrayLike | None = None
 
 
 class StepRecorder:
@@ -44,36 +69,18 @@ class StepRecorder:
     def __len__(self) -> int:
         return self._held
 
-    def record(
-        self,
-        obs: ArrayLike,
-        actions: ArrayLike,
-        logp: ArrayLike,
-        *,
-        generation: int,
-        version: int,
-        reward: ArrayLike | None = None,
-        terms: ArrayLike | None = None,
-        terminal: ArrayLike | None = None,
-        truncated: ArrayLike | None = None,
-        next_obs: ArrayLike | None = None,
-        score: ArrayLike | None = None,
-        agents: ArrayLike | None = None,
-    ) -> TransitionBatch | None:
-        """Add one step for each agent in ``agents`` (default: all, in order).
-
-        ``next_obs`` (rows aligned with ``agents``) is required when any agent is
-        truncated; ``score`` (aligned too) is required in terms mode when any agent ended.
-        Rows for other agents in these two arrays are ignored.
+    def record(self, step: Step, policy: PolicyId) -> TransitionBatch | None:
+        """Add ``step``: one row for each agent in ``step.agents`` (default: all, in order), acted by ``policy``.
 
         Returns:
-            A batch to send when the identity changed (the held rows are cut first —
+            A batch to send when the policy changed (the held rows are cut first —
             then call :meth:`flush` is not needed, the new rows stay held) or when
             ``batch_steps`` rows are held; otherwise ``None``.
 
         Raises:
             ValueError: on a shape or mode mismatch (a bug in the bot, caught before the wire).
         """
+        obs, actions, logp, reward, terms, terminal, truncated, next_obs, score, agents = step
         ids = self._all_agents if agents is None else np.asarray(agents, dtype=np.uint32)
         n = len(ids)
         obs_a = _rows(obs, (n, self.obs_dim), "obs")
@@ -111,10 +118,9 @@ class StepRecorder:
         self.episode[ids[flags != 0]] += 1
 
         out = None
-        identity = PolicyId(generation, version)
-        if self._identity is not None and identity != self._identity and self._held:
+        if self._identity is not None and policy != self._identity and self._held:
             out = self.flush()
-        self._identity = identity
+        self._identity = policy
         self._rows.append(row)
         self._held += n
         if out is None and self._held >= self.batch_steps:

@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from .batching import StepRecorder, split_batch
+from .batching import Step, StepRecorder, split_batch
 from .codec import decode_from_server, encode
 from .errors import CloseCode, ErrorCode, ProtocolError
 from .messages import SUBPROTOCOL, Bye, Credit, Error, Hello, Limits, RewardMode, Weights, Welcome
@@ -428,9 +428,9 @@ class BlockingBotClient:
         return policy.act(obs_a, self.rng, deterministic)
 
     def record(self, obs: ArrayLike, actions: ArrayLike, logp: ArrayLike, **step: Any) -> None:
-        """Record one step per agent (see :meth:`StepRecorder.record` for the fields)."""
+        """Record one step per agent: the keywords are :class:`~bot_protocol.batching.Step`'s other fields."""
         policy = self._acting or self.policy
-        batch = self._recorder.record(obs, actions, logp, generation=policy.generation, version=policy.version, **step)
+        batch = self._recorder.record(Step(obs, actions, logp, **step), policy.policy_id)
         if batch is not None:
             self._send(batch)
 

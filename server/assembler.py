@@ -250,80 +250,161 @@ def assemble(runs: Sequence[_Run], scratch: _Scratch | None = None) -> list[Segm
     """Assemble runs of several sessions in one pass; each run's rows follow its session's open segments.
 
     All runs share one reward mode (and reward function) and at most one run per session may be
-    given (a session's next run must see this one's effect on its open segments).
+    given (a session's next run must see this one's effect on its open segments). Three phases,
+    each whole-array work or one call per piece: pack the rows, cut them into pieces, hand the
+    pieces out.
     """
     closed: list[Segment] = []
-    scratch = scratch if scratch is not None else _Scratch()
     batches = [batch for run in runs for batch in run.batches if batch.n]
     if not batches:
         return closed
+    drain = _pack(runs, batches, scratch if scratch is not None else _Scratch())
+    runs_with_rows = [run for run in runs if any(batch.n for batch in run.batches)]
+    pieces = _cut(drain, _sort_key(runs_with_rows, batches, drain.agent))
+    _hand_out(drain, pieces, runs_with_rows, closed)
+    return closed
+
+
+@dataclass(frozen=True)
+class _Drain:
+    """One pass's rows joined in arrival order: the packed matrix and the columns beside it."""
+
+    layout: _Layout
+    reward: RewardFunction | None
+    packed: NDArray[np.float32]
+    """(rows, width) in arrival order; scratch, reused across drains (:func:`_cut` sorts it into a fresh matrix)."""
+    agent: NDArray[np.uint32]
+    episode: NDArray[np.uint32]
+    flags: NDArray[np.uint8]
+    next_obs: NDArray[np.float32] | None
+    """One row per truncated step, in arrival order."""
+    score: NDArray[np.float32] | None
+    """One row per ended step, in arrival order (terms mode)."""
+
+
+def _pack(runs: Sequence[_Run], batches: list[TransitionBatch], scratch: _Scratch) -> _Drain:
+    """Join the rows of ``batches`` (every non-empty batch of ``runs``, in order) into one packed matrix.
+
+    The matrix is ``scratch``'s: a fresh multi-MB array each drain would be page-faulted in again.
+    """
     terms, reward = runs[0].assembler.terms, runs[0].assembler.reward
     assert all(run.assembler.terms == terms for run in runs), "one pass takes one reward mode"
     assert all(run.assembler.reward is reward for run in runs), "one pass takes one reward function"
-    sizes = [batch.n for batch in batches]
     first = batches[0]
     layout = _Layout(first.obs.shape[1], first.act.shape[1], terms, reward.n_terms if reward is not None else 0)
-    n = sum(sizes)
-    # Rows in arrival order, packed; sorted into a fresh matrix below, so this one is scratch,
-    # reused across drains (a fresh multi-MB array each drain would be page-faulted in again).
+    n = sum(batch.n for batch in batches)
     packed = scratch.get(layout, n)
     d, a = layout.obs_dim, layout.act_dim
     if len(batches) == 1:
-        agent_ids, episodes, flags = first.agent, first.episode, first.flags
-        next_obs, scores = first.next_obs, first.score
         packed[:, :d] = first.obs
         packed[:, d : d + a] = first.act
         packed[:, d + a] = first.logp
         packed[:, d + a + 1 :] = (first.terms if terms else first.rew).reshape(n, -1)  # type: ignore[union-attr]
-    else:
-        agent_ids = np.concatenate([b.agent for b in batches])
-        episodes = np.concatenate([b.episode for b in batches])
-        flags = np.concatenate([b.flags for b in batches])
-        next_obs = _cat([b.next_obs for b in batches], (d,))
-        scores = _cat([b.score for b in batches], ())
-        np.concatenate([b.obs for b in batches], out=packed[:, :d])
-        np.concatenate([b.act for b in batches], out=packed[:, d : d + a])
-        np.concatenate([b.logp for b in batches], out=packed[:, d + a])
-        values = [(b.terms if terms else b.rew).reshape(b.n, -1) for b in batches]  # type: ignore[union-attr]
-        np.concatenate(values, out=packed[:, d + a + 1 :])
-    runs_with_rows = [run for run in runs if any(batch.n for batch in run.batches)]
+        return _Drain(layout, reward, packed, first.agent, first.episode, first.flags, first.next_obs, first.score)
+    np.concatenate([b.obs for b in batches], out=packed[:, :d])
+    np.concatenate([b.act for b in batches], out=packed[:, d : d + a])
+    np.concatenate([b.logp for b in batches], out=packed[:, d + a])
+    values = [(b.terms if terms else b.rew).reshape(b.n, -1) for b in batches]  # type: ignore[union-attr]
+    np.concatenate(values, out=packed[:, d + a + 1 :])
+    return _Drain(
+        layout,
+        reward,
+        packed,
+        agent=np.concatenate([b.agent for b in batches]),
+        episode=np.concatenate([b.episode for b in batches]),
+        flags=np.concatenate([b.flags for b in batches]),
+        next_obs=_cat([b.next_obs for b in batches], (d,)),
+        score=_cat([b.score for b in batches], ()),
+    )
+
+
+def _sort_key(runs_with_rows: list[_Run], batches: list[TransitionBatch], agent: NDArray[np.uint32]) -> NDArray[np.integer]:
+    """Each row's (run, agent) as one integer, ``run << 32 | agent``; the agent alone when one run has rows."""
     if len(runs_with_rows) == 1:
-        key = agent_ids
-    else:
-        run_of_batch = [i for i, run in enumerate(runs_with_rows) for batch in run.batches if batch.n]
-        row_run = np.repeat(np.asarray(run_of_batch, dtype=np.uint64), sizes)
-        key = (row_run << np.uint64(32)) | agent_ids.astype(np.uint64)
+        return agent
+    run_of_batch = [i for i, run in enumerate(runs_with_rows) for batch in run.batches if batch.n]
+    row_run = np.repeat(np.asarray(run_of_batch, dtype=np.uint64), [batch.n for batch in batches])
+    return (row_run << np.uint64(32)) | agent.astype(np.uint64)
+
+
+@dataclass(frozen=True)
+class _Pieces:
+    """A drain's rows in (run, agent) order, cut into pieces: one agent, one episode, in time order.
+
+    Per piece, as Python lists (the hand-out loop reads one item each): its last row, sort key,
+    episode, end flag and reward sum.
+    """
+
+    rows: NDArray[np.float32]
+    """The drain's packed rows, sorted (a fresh matrix: segments keep views of it)."""
+    cumulative: NDArray[np.float64]
+    """Running reward sum over ``rows``: a piece a length cut splits takes its share from it."""
+    ends: list[int]
+    keys: list[int]
+    episodes: list[int]
+    flags: list[int]
+    sums: list[float]
+    slots: dict[int, tuple[int, int]]
+    """Flagged piece → (its ``next_obs`` row, its ``score`` row): see :func:`_slots`."""
+
+
+def _cut(drain: _Drain, key: NDArray[np.integer]) -> _Pieces:
+    """Sort the rows by ``key`` (stable: each agent's rows stay in time order) and find where pieces end."""
     order = np.argsort(key, kind="stable")
     sorted_key = key[order]
-    sorted_episodes = episodes[order]
-    sorted_flags = flags[order]
+    sorted_episodes = drain.episode[order]
+    sorted_flags = drain.flags[order]
     # A piece ends at the last row of a (run, agent), at an end flag, or where the episode id changes.
-    last = np.empty(n, dtype=bool)
+    last = np.empty(len(key), dtype=bool)
     last[-1] = True
     np.not_equal(sorted_key[1:], sorted_key[:-1], out=last[:-1])
     last[:-1] |= sorted_episodes[1:] != sorted_episodes[:-1]
     last |= sorted_flags != 0
     ends = np.flatnonzero(last)
-    rows = packed[order]
+    rows = drain.packed[order]
     # Every piece's reward sum from one running sum over the drain (float64), for the trainer's
     # episode returns: a numpy reduction per segment (a dozen calls in terms mode) cost more there.
-    cumulative = np.cumsum(layout.rewards(rows, reward), dtype=np.float64)
-    piece_sums = np.diff(cumulative[ends], prepend=0.0).tolist()
-    piece_keys = sorted_key[ends].tolist()
+    cumulative = np.cumsum(drain.layout.rewards(rows, drain.reward), dtype=np.float64)
     piece_flags = sorted_flags[ends]
+    return _Pieces(
+        rows=rows,
+        cumulative=cumulative,
+        ends=ends.tolist(),
+        keys=sorted_key[ends].tolist(),
+        episodes=sorted_episodes[ends].tolist(),
+        flags=piece_flags.tolist(),
+        sums=np.diff(cumulative[ends], prepend=0.0).tolist(),
+        slots=_slots(drain.flags, order[ends], piece_flags),
+    )
+
+
+def _slots(
+    flags: NDArray[np.uint8], arrived_at: NDArray[np.intp], piece_flags: NDArray[np.uint8]
+) -> dict[int, tuple[int, int]]:
+    """Flagged piece → (its ``next_obs`` row, its ``score`` row).
+
+    Those columns hold one row per truncated (``next_obs``) or ended (``score``) step in
+    joined-batch order, so a piece's slot counts the such rows that arrived up to its last
+    row (``arrived_at``: each piece's last row in arrival order).
+    """
     flagged = np.flatnonzero(piece_flags)
-    slots: dict[int, tuple[int, int]] = {}
-    if len(flagged):
-        # Each ended row's next_obs (truncations) and score rows are numbered in joined-batch order.
-        arrived_at = order[ends[flagged]]
-        truncated_slot = (np.cumsum(flags == FLAG_TRUNCATED) - 1)[arrived_at].tolist()
-        ended_slot = (np.cumsum(flags != 0) - 1)[arrived_at].tolist()
-        slots = dict(zip(flagged.tolist(), zip(truncated_slot, ended_slot, strict=True), strict=True))
+    if not len(flagged):
+        return {}
+    last_rows = arrived_at[flagged]
+    truncated_slot = (np.cumsum(flags == FLAG_TRUNCATED) - 1)[last_rows].tolist()
+    ended_slot = (np.cumsum(flags != 0) - 1)[last_rows].tolist()
+    return dict(zip(flagged.tolist(), zip(truncated_slot, ended_slot, strict=True), strict=True))
+
+
+def _hand_out(drain: _Drain, pieces: _Pieces, runs_with_rows: list[_Run], closed: list[Segment]) -> None:
+    """Append each piece to its session's open segment, in order; a flagged piece then closes it."""
     stamps = [(run.assembler, run.batches[0].generation, min(b.version for b in run.batches)) for run in runs_with_rows]
     single = len(runs_with_rows) == 1
+    layout, rows, cumulative, slots = drain.layout, pieces.rows, pieces.cumulative, pieces.slots
+    next_obs, scores = drain.next_obs, drain.score if layout.terms else None
     start = 0
     for piece, (end, key_value, episode, flag, reward_sum) in enumerate(
-        zip(ends.tolist(), piece_keys, sorted_episodes[ends].tolist(), piece_flags.tolist(), piece_sums, strict=True)
+        zip(pieces.ends, pieces.keys, pieces.episodes, pieces.flags, pieces.sums, strict=True)
     ):
         assembler, generation, version = stamps[0 if single else key_value >> 32]
         agent = key_value & 0xFFFFFFFF
@@ -334,13 +415,12 @@ def assemble(runs: Sequence[_Run], scratch: _Scratch | None = None) -> list[Segm
         if flag == 0:
             continue
         truncated_at, ended_at = slots[piece]
-        score = float(scores[ended_at]) if terms and scores is not None else None
+        score = float(scores[ended_at]) if scores is not None else None
         if flag == FLAG_TERMINAL:
             assembler._close(agent, SegmentEnd.TERMINAL, None, score, closed)
         else:
             assert flag == FLAG_TRUNCATED and next_obs is not None
             assembler._close(agent, SegmentEnd.TRUNCATED, next_obs[truncated_at], score, closed)
-    return closed
 
 
 class SegmentBuilder:

@@ -75,7 +75,6 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     """``arena serve``: the server and trainer alone, until SIGINT or SIGTERM; the exit code."""
     from server import ListenError
-    from server.distributed import RankLost
 
     group, flags = None, args
     if args.distributed:
@@ -83,6 +82,32 @@ def run(args: argparse.Namespace) -> int:
         if joined is None:
             return 2
         group, flags = joined
+    started = _start(flags, group)
+    if started is None:
+        return 1
+    server, log, sizes = started
+    try:
+        asyncio.run(_serve_until_stopped(server, flags, group, sizes))
+    except ListenError as exc:  # names the port: the bots' or the dashboard's
+        print(f"arena serve: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if log.tensorboard is not None:
+            log.tensorboard.close()
+    if group is not None:
+        return _leave_learner_group(group, server.failed)
+    if server.failed is not None:
+        print(f"arena serve: error: the trainer failed beyond its restart quota: {server.failed!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _start(flags: argparse.Namespace, group: Any) -> tuple[Any, MetricsLog, tuple[int, int]] | None:
+    """The run's server (not yet serving), its metrics log and the (obs, act) sizes bots must declare.
+
+    None after a one-line error: another learner rank went away before this one had its starting state.
+    """
+    from server.distributed import RankLost
 
     from ..games.tank.actions import ACT_DIM
     from ..games.tank.observation import OBS_DIM
@@ -110,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         server = make_server(plan, log, group)
     except RankLost as exc:  # another rank went away before this one had its starting state
         print(f"arena serve: error: {exc}", file=sys.stderr)
-        return 1
+        return None
     scalars.append(ServerScalars(server))
     log.dashboard = server.dashboard
     if writes:
@@ -119,48 +144,37 @@ def run(args: argparse.Namespace) -> int:
         attach_tensorboard(log, flags.out, vars(flags), "arena serve")
     logging.getLogger("server").setLevel(logging.INFO)
     logging.getLogger("server.dashboard.http").setLevel(logging.WARNING)  # not one line per page load
+    return server, log, (obs_dim, act_dim)
 
-    async def run() -> None:
-        stopping = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stopping.set)
-        async with server:
-            shape = ""
-            if flags.agent == "ppo":
-                cfg = server.trainer.agent.config
-                shape = f", rollout {cfg.rollout_steps:,} steps in minibatches of {cfg.minibatch_size:,}"
-            rank = f"rank {group.rank} of {group.world_size}: " if group is not None else ""
-            print(
-                f"arena serve: {rank}{flags.agent} listening on {server.url} (obs {obs_dim}, act {act_dim}{shape}); "
-                f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops",
-                flush=True,
-            )
-            announce_dashboard(server, flags.token)
-            if flags.resume:
-                print(resume_line("arena serve", server.trainer), flush=True)
-            waiters = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(server.wait_failed())]
-            watcher = asyncio.ensure_future(_say_when_caught_up(server))
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            for waiter in [*waiters, watcher]:
-                waiter.cancel()
-            print("arena serve: stopping (bots get 1001, final checkpoint)…", flush=True)
 
-    try:
-        asyncio.run(run())
-    except ListenError as exc:  # names the port: the bots' or the dashboard's
-        print(f"arena serve: error: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if log.tensorboard is not None:
-            log.tensorboard.close()
-    if group is not None:
-        return _leave_learner_group(group, server.failed)
-    if server.failed is not None:
-        print(f"arena serve: error: the trainer failed beyond its restart quota: {server.failed!r}", file=sys.stderr)
-        return 1
-    return 0
+async def _serve_until_stopped(server: Any, flags: argparse.Namespace, group: Any, sizes: tuple[int, int]) -> None:
+    """Serve bots until SIGINT, SIGTERM or a trainer failure beyond its quota; leaving ``server`` closes it."""
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stopping.set)
+    async with server:
+        shape = ""
+        if flags.agent == "ppo":
+            cfg = server.trainer.agent.config
+            shape = f", rollout {cfg.rollout_steps:,} steps in minibatches of {cfg.minibatch_size:,}"
+        rank = f"rank {group.rank} of {group.world_size}: " if group is not None else ""
+        obs_dim, act_dim = sizes
+        print(
+            f"arena serve: {rank}{flags.agent} listening on {server.url} (obs {obs_dim}, act {act_dim}{shape}); "
+            f"health at {server.url.replace('ws', 'http', 1)}/healthz; Ctrl-C stops",
+            flush=True,
+        )
+        announce_dashboard(server, flags.token)
+        if flags.resume:
+            print(resume_line("arena serve", server.trainer), flush=True)
+        waiters = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(server.wait_failed())]
+        watcher = asyncio.ensure_future(_say_when_caught_up(server))
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in [*waiters, watcher]:
+            waiter.cancel()
+        print("arena serve: stopping (bots get 1001, final checkpoint)…", flush=True)
 
 
 async def _say_when_caught_up(server: Any, every: float = 0.5) -> None:

@@ -374,105 +374,107 @@ class RoyaleGame:
 
     def _ticks(self, events: StepEvents, died: NDArray[np.bool_], matches: list[int]) -> list[tuple[int, str]]:
         """One ``tick-event-for-bot`` per seat of ``matches`` whose tank was alive when the step began."""
+        now = _TankLists.of(self.battle, events)
+        inbox = _Inbox(matches)
+        for m in matches:
+            self._tank_events(m, events, died, now, inbox)
+        self._bullet_events(events, inbox.add, now.energy)
+        out: list[tuple[int, str]] = []
+        for m in matches:
+            out += self._match_ticks(m, now, inbox)
+        return out
+
+    def _tank_events(self, m: int, events: StepEvents, died: NDArray[np.bool_], now: _TankLists, inbox: _Inbox) -> None:
+        """Match ``m``'s deaths (to every bot), round win, wall hits, collisions and scans (to the bots concerned)."""
         b = self.battle
-        x, y, heading = b.x.tolist(), b.y.tolist(), b.heading.tolist()
-        energy, speed, alive = b.energy.tolist(), b.velocity.tolist(), b.alive.tolist()
-        gun, radar, heat = b.gun_heading.tolist(), b.radar_heading.tolist(), b.gun_heat.tolist()
-        body_turn, gun_turn = events.body_turn.tolist(), events.gun_turn.tolist()
-        radar_turn, sweep = events.radar_turn.tolist(), events.radar_sweep.tolist()
-        wanted = set(matches)
-        private: dict[tuple[int, int], list[dict[str, Any]]] = {}
-        public: dict[int, list[dict[str, Any]]] = {}
-
-        def add(m: int, t: int, event: dict[str, Any]) -> None:
-            if m in wanted:
-                private.setdefault((m, t), []).append(event)
-
-        out = []
-        for m in matches:
-            turn = int(b.tick[m])
-            common = public.setdefault(m, [])
-            for victim in np.flatnonzero(died[m]).tolist():
-                common.append({"type": "BotDeathEvent", "turnNumber": turn, "victimId": victim + 1})
-            if b.round_over[m] and b.winner[m] >= 0:
-                add(m, int(b.winner[m]), {"type": "WonRoundEvent", "turnNumber": turn})
-            for t in np.flatnonzero(events.hit_wall[m]).tolist():
-                add(m, t, {"type": "BotHitWallEvent", "turnNumber": turn, "victimId": t + 1})
-            for t, j in zip(*np.nonzero(events.collided[m]), strict=True):
-                t, j = int(t), int(j)
-                add(
-                    m,
-                    t,
-                    {
-                        "type": "BotHitBotEvent",
-                        "turnNumber": turn,
-                        "botId": t + 1,
-                        "victimId": j + 1,
-                        "energy": energy[m][j],
-                        "x": x[m][j],
-                        "y": y[m][j],
-                        "rammed": bool(events.rammed[m, t, j]),
-                    },
-                )
-            for t, j in zip(*np.nonzero(events.scanned[m]), strict=True):
-                t, j = int(t), int(j)
-                add(
-                    m,
-                    t,
-                    {
-                        "type": "ScannedBotEvent",
-                        "turnNumber": turn,
-                        "scannedByBotId": t + 1,
-                        "scannedBotId": j + 1,
-                        "energy": energy[m][j],
-                        "x": x[m][j],
-                        "y": y[m][j],
-                        "direction": heading[m][j],
-                        "speed": speed[m][j],
-                    },
-                )
-        self._bullet_events(events, add, energy)
-        for m in matches:
-            turn = int(b.tick[m])
-            over = bool(b.round_over[m])
-            game_over = over and self.rounds is not None and int(b.round[m]) >= self.rounds
-            bullets = self._bullet_states(m)
-            for i in self._by_match[m]:
-                s = self.seats[i]
-                t = s.tank
-                if not (s.connected and self.alive_before[m, t]):
-                    continue
-                state = {
-                    "energy": energy[m][t],
-                    "x": x[m][t],
-                    "y": y[m][t],
-                    "direction": heading[m][t],
-                    "gunDirection": gun[m][t],
-                    "radarDirection": radar[m][t],
-                    "radarSweep": sweep[m][t],
-                    "speed": speed[m][t],
-                    "turnRate": body_turn[m][t],
-                    "gunTurnRate": gun_turn[m][t],
-                    "radarTurnRate": radar_turn[m][t],
-                    "gunHeat": heat[m][t],
-                    "enemyCount": sum(alive[m]) - int(alive[m][t]),
-                    "isDroid": False,
-                }
-                own = [bs for bs in bullets if bs["ownerId"] == t + 1]
-                tick = {
-                    "type": "TickEventForBot",
-                    "roundNumber": int(b.round[m]),
+        energy, x, y = now.energy, now.x, now.y
+        turn = int(b.tick[m])
+        common = inbox.public.setdefault(m, [])
+        for victim in np.flatnonzero(died[m]).tolist():
+            common.append({"type": "BotDeathEvent", "turnNumber": turn, "victimId": victim + 1})
+        if b.round_over[m] and b.winner[m] >= 0:
+            inbox.add(m, int(b.winner[m]), {"type": "WonRoundEvent", "turnNumber": turn})
+        for t in np.flatnonzero(events.hit_wall[m]).tolist():
+            inbox.add(m, t, {"type": "BotHitWallEvent", "turnNumber": turn, "victimId": t + 1})
+        for t, j in zip(*np.nonzero(events.collided[m]), strict=True):
+            t, j = int(t), int(j)
+            inbox.add(
+                m,
+                t,
+                {
+                    "type": "BotHitBotEvent",
                     "turnNumber": turn,
-                    "botState": state,
-                    "bulletStates": own,
-                    "events": private.get((m, t), []) + public.get(m, []),
-                }
-                out.append((i, schema.dumps(tick)))
-                if alive[m][t] and not game_over:  # a round's last tick too (Tank Royale: see the module docstring)
-                    if not s.owes:  # (a seat still owing the last turn is counted once)
-                        self.pending += 1
-                    s.owes = turn
-                    s.last_turn = over
+                    "botId": t + 1,
+                    "victimId": j + 1,
+                    "energy": energy[m][j],
+                    "x": x[m][j],
+                    "y": y[m][j],
+                    "rammed": bool(events.rammed[m, t, j]),
+                },
+            )
+        for t, j in zip(*np.nonzero(events.scanned[m]), strict=True):
+            t, j = int(t), int(j)
+            inbox.add(
+                m,
+                t,
+                {
+                    "type": "ScannedBotEvent",
+                    "turnNumber": turn,
+                    "scannedByBotId": t + 1,
+                    "scannedBotId": j + 1,
+                    "energy": energy[m][j],
+                    "x": x[m][j],
+                    "y": y[m][j],
+                    "direction": now.heading[m][j],
+                    "speed": now.speed[m][j],
+                },
+            )
+
+    def _match_ticks(self, m: int, now: _TankLists, inbox: _Inbox) -> list[tuple[int, str]]:
+        """The tick events of match ``m``'s seats whose tank was alive when the step began; marks who owes an intent."""
+        b = self.battle
+        alive = now.alive
+        turn = int(b.tick[m])
+        over = bool(b.round_over[m])
+        game_over = over and self.rounds is not None and int(b.round[m]) >= self.rounds
+        bullets = self._bullet_states(m)
+        out = []
+        for i in self._by_match[m]:
+            s = self.seats[i]
+            t = s.tank
+            if not (s.connected and self.alive_before[m, t]):
+                continue
+            state = {
+                "energy": now.energy[m][t],
+                "x": now.x[m][t],
+                "y": now.y[m][t],
+                "direction": now.heading[m][t],
+                "gunDirection": now.gun[m][t],
+                "radarDirection": now.radar[m][t],
+                "radarSweep": now.sweep[m][t],
+                "speed": now.speed[m][t],
+                "turnRate": now.body_turn[m][t],
+                "gunTurnRate": now.gun_turn[m][t],
+                "radarTurnRate": now.radar_turn[m][t],
+                "gunHeat": now.heat[m][t],
+                "enemyCount": sum(alive[m]) - int(alive[m][t]),
+                "isDroid": False,
+            }
+            own = [bs for bs in bullets if bs["ownerId"] == t + 1]
+            tick = {
+                "type": "TickEventForBot",
+                "roundNumber": int(b.round[m]),
+                "turnNumber": turn,
+                "botState": state,
+                "bulletStates": own,
+                "events": inbox.private.get((m, t), []) + inbox.public.get(m, []),
+            }
+            out.append((i, schema.dumps(tick)))
+            if alive[m][t] and not game_over:  # a round's last tick too (Tank Royale: see the module docstring)
+                if not s.owes:  # (a seat still owing the last turn is counted once)
+                    self.pending += 1
+                s.owes = turn
+                s.last_turn = over
         return out
 
     def _bullet_states(self, m: int) -> list[dict[str, Any]]:
@@ -537,3 +539,60 @@ class RoyaleGame:
             one, two = state(first, k), state(second, k)
             add(m, int(first.owner[k]), {"type": "BulletHitBulletEvent", "turnNumber": turn, "bullet": one, "hitBullet": two})
             add(m, int(second.owner[k]), {"type": "BulletHitBulletEvent", "turnNumber": turn, "bullet": two, "hitBullet": one})
+
+
+@dataclass(frozen=True)
+class _TankLists:
+    """The battle's tanks after a step and the step's turn rates, as nested Python lists ``[match][tank]``.
+
+    One ``tolist`` per array for the whole step: the tick events read single floats, which numpy
+    would hand out one scalar object at a time.
+    """
+
+    x: list[list[float]]
+    y: list[list[float]]
+    heading: list[list[float]]
+    energy: list[list[float]]
+    speed: list[list[float]]
+    alive: list[list[bool]]
+    gun: list[list[float]]
+    radar: list[list[float]]
+    heat: list[list[float]]
+    body_turn: list[list[float]]
+    gun_turn: list[list[float]]
+    radar_turn: list[list[float]]
+    sweep: list[list[float]]
+
+    @classmethod
+    def of(cls, b: TankBattle, events: StepEvents) -> _TankLists:
+        return cls(
+            x=b.x.tolist(),
+            y=b.y.tolist(),
+            heading=b.heading.tolist(),
+            energy=b.energy.tolist(),
+            speed=b.velocity.tolist(),
+            alive=b.alive.tolist(),
+            gun=b.gun_heading.tolist(),
+            radar=b.radar_heading.tolist(),
+            heat=b.gun_heat.tolist(),
+            body_turn=events.body_turn.tolist(),
+            gun_turn=events.gun_turn.tolist(),
+            radar_turn=events.radar_turn.tolist(),
+            sweep=events.radar_sweep.tolist(),
+        )
+
+
+class _Inbox:
+    """One step's events for the seats of some matches: each tank's own, and each match's for every tank."""
+
+    def __init__(self, matches: list[int]) -> None:
+        self.wanted = set(matches)
+        self.private: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        """(match, tank) → the events only that tank's bot gets."""
+        self.public: dict[int, list[dict[str, Any]]] = {}
+        """match → the events every bot of the match gets (after its own)."""
+
+    def add(self, m: int, t: int, event: dict[str, Any]) -> None:
+        """Give ``event`` to tank ``t`` of match ``m``; dropped when no tick of ``m`` is sent this step."""
+        if m in self.wanted:
+            self.private.setdefault((m, t), []).append(event)

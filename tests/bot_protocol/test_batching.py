@@ -5,7 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bot_protocol import FLAG_TERMINAL, FLAG_TRUNCATED, RewardMode, SessionSpec, StepRecorder, decode_from_bot, encode
+from bot_protocol import (
+    FLAG_TERMINAL,
+    FLAG_TRUNCATED,
+    PolicyId,
+    RewardMode,
+    SessionSpec,
+    Step,
+    StepRecorder,
+    decode_from_bot,
+    encode,
+)
 from tests.bot_protocol.helpers import MAX, TERMS_SPEC, make_batch
 
 
@@ -14,18 +24,20 @@ def test_recorder_cuts_batches_and_tracks_episodes():
     rec = StepRecorder(obs_dim=4, act_dim=2, n_agents=2, reward=RewardMode.TERMS, batch_steps=4)
     obs = np.zeros((2, 4), np.float32)
     act = np.zeros((2, 2), np.float32)
-    kw = {"generation": 0, "version": 1}
-    assert rec.record(obs, act, np.zeros(2), terms=np.zeros((2, 5)), **kw) is None
+    policy = PolicyId(0, 1)
+    assert rec.record(Step(obs, act, np.zeros(2), terms=np.zeros((2, 5))), policy) is None
     batch = rec.record(
-        obs,
-        act,
-        np.zeros(2),
-        terms=np.zeros((2, 5)),
-        terminal=[True, False],
-        truncated=[False, True],
-        next_obs=np.full((2, 4), 7.0),
-        score=[10.0, 20.0],
-        **kw,
+        Step(
+            obs,
+            act,
+            np.zeros(2),
+            terms=np.zeros((2, 5)),
+            terminal=[True, False],
+            truncated=[False, True],
+            next_obs=np.full((2, 4), 7.0),
+            score=[10.0, 20.0],
+        ),
+        policy,
     )
     assert batch is not None and batch.n == 4
     assert batch.flags.tolist() == [0, 0, FLAG_TERMINAL, FLAG_TRUNCATED]
@@ -33,8 +45,8 @@ def test_recorder_cuts_batches_and_tracks_episodes():
     assert batch.next_obs.tolist() == [[7.0] * 4]
     assert rec.episode.tolist() == [1, 1]
     # A policy swap cuts the held rows so one batch never mixes policy versions.
-    assert rec.record(obs, act, np.zeros(2), terms=np.zeros((2, 5)), **kw) is None
-    swapped = rec.record(obs, act, np.zeros(2), terms=np.zeros((2, 5)), generation=0, version=2)
+    assert rec.record(Step(obs, act, np.zeros(2), terms=np.zeros((2, 5))), policy) is None
+    swapped = rec.record(Step(obs, act, np.zeros(2), terms=np.zeros((2, 5))), PolicyId(0, 2))
     assert swapped is not None and swapped.version == 1 and swapped.n == 2 and len(rec) == 2
     assert decode_from_bot(encode(swapped), SessionSpec(4, 2, 2, RewardMode.TERMS), MAX).n == 2
 
@@ -43,9 +55,9 @@ def test_recorder_refuses_missing_columns():
     """Bugs in a bot (missing next_obs, wrong mode) surface before anything is sent."""
     rec = StepRecorder(obs_dim=4, act_dim=2, n_agents=1, reward=RewardMode.SCALAR)
     with pytest.raises(ValueError, match="next_obs"):
-        rec.record(np.zeros(4), np.zeros(2), [0.0], reward=[1.0], truncated=[True], generation=0, version=0)
+        rec.record(Step(np.zeros(4), np.zeros(2), [0.0], reward=[1.0], truncated=[True]), PolicyId(0, 0))
     with pytest.raises(ValueError, match="reward"):
-        rec.record(np.zeros(4), np.zeros(2), [0.0], terms=np.zeros((1, 5)), generation=0, version=0)
+        rec.record(Step(np.zeros(4), np.zeros(2), [0.0], terms=np.zeros((1, 5))), PolicyId(0, 0))
 
 
 def test_split_batch_keeps_conditional_columns_with_their_rows():
@@ -68,7 +80,5 @@ def test_recorder_copies_rows_so_reused_buffers_cannot_change_them():
     buffer = np.zeros((1, 2), np.float32)
     for value in (1.0, 2.0):
         buffer[:] = value
-        batch = rec.record(
-            np.zeros((1, 4), np.float32), buffer, np.zeros(1, np.float32), reward=[0.0], generation=0, version=0
-        )
+        batch = rec.record(Step(np.zeros((1, 4), np.float32), buffer, np.zeros(1, np.float32), reward=[0.0]), PolicyId(0, 0))
     assert batch is not None and batch.act[:, 0].tolist() == [1.0, 2.0]
