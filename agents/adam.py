@@ -1,9 +1,9 @@
 """One Adam step by torch's fused kernel, called without ``torch.optim``'s per-call Python.
 
-Why: at the tank's sizes (14 tensors, ~13,000 weights) the fused kernel itself runs in
-~25 us on this CPU, while ``Adam.step()`` took ~215 us around it: the profiler hook, the
-state walk of ``_init_group``, grouping the tensors by device and dtype, each call's checks.
-That was a tenth of a PPO minibatch step. :func:`adam_step` reads the same state the
+Why: at the tank's sizes (14 tensors, ~13,000 weights) ``Adam.step()`` spends several times the
+fused kernel's own time around it (the profiler hook, the state walk of ``_init_group``, grouping
+the tensors by device and dtype, each call's checks; docs/agents.md, "The update's cost on the
+CPU"). :func:`adam_step` reads the same state the
 optimizer owns (its moments, step counts, learning rate, betas and eps), so checkpoints,
 ``load_state_dict`` and the learning-rate schedule are untouched, and the update is the
 kernel ``Adam.step()`` would run, bit for bit (``tests/agents/test_adam.py``).
@@ -111,8 +111,8 @@ def _shared_counts(optimizer: torch.optim.Adam, steps: list[torch.Tensor]) -> tu
     """One tensor whose ``add_(1)`` advances every parameter's step count and its views (now the
     state's counts), or None where the counts differ.
 
-    Why: ``_foreach_add_`` over 14 zero-dimensional CPU tensors costs ~20 us, half the kernel's
-    own time; one add over a 14-element tensor costs ~2.5 us. The counts are made views of one
+    Why: ``_foreach_add_`` over 14 zero-dimensional CPU tensors costs about half the kernel's own
+    time, one add over a 14-element tensor a small fraction of it. The counts are made views of one
     tensor, in the optimizer's own state, the first time they are all equal (as they are for a
     group that stepped together); a ``load_state_dict`` replaces them and they are joined again.
     A view reads, saves and loads as the count it was, so nothing else sees a difference.

@@ -47,8 +47,8 @@ def pacer(turns_per_s: float) -> Callable[[object], None]:
     """A ``watch`` hook that holds the battle to ``turns_per_s`` steps a second (sleeping, not spinning).
 
     Why: Tank Royale bots answer in lockstep as fast as they can, and each official-API Python bot
-    costs ~0.8 ms of CPU a turn; unpaced, two of them and their worker took ~40% of the learner's
-    throughput on 2 cores. Paced, their share of the machine is what the pace says.
+    costs far more CPU a turn than the arena's own bots; unpaced, they take the learner's core
+    (docs/royale.md). Paced, their share of the machine is what the pace says.
     """
     period = 1.0 / turns_per_s
     due = time.monotonic()

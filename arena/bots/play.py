@@ -192,10 +192,10 @@ class MatchLog:
 
 
 TICKS_PER_FRAME = 4
-"""Ticks of all matches a learning bot sends per ``tr`` frame. One frame a tick cost the bot ~18% of
-its time in the cross-thread hand-off to its I/O thread (py-spy, 128 matches), and the server's
-loop a frame's fixed cost per tick; four ticks per frame (512 rows at 128 matches, ~78 KB) cut both
-~4x and make the data reach the trainer ~6 ms later, a rounding error next to an update."""
+"""Ticks of all matches a learning bot sends per ``tr`` frame. A frame has a fixed cost on both sides
+(the bot's hand-off to its I/O thread, the server loop's per-frame work), so four ticks a frame (512 rows
+at 128 matches) cut it fourfold, for data that reaches the trainer a few milliseconds later: nothing
+next to an update (docs/architecture.md, "The life of one step")."""
 
 
 def _opponent_names(opponents: Sequence[str], n_matches: int) -> list[str]:

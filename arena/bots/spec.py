@@ -1,8 +1,8 @@
 """One learning bot, whole: what a bot thread, a worker process and ``arena worker`` all play from.
 
-A learning bot used to be spelled out three times with 13-15 positional parameters (the thread
-of ``arena train``, its worker processes, ``arena worker``). Here it is one frozen, picklable
-record: a worker process receives it as is, and the n-th bot of a run is ``spec.nth(n)``.
+The thread of ``arena train``, its worker processes and ``arena worker`` play the same bot, so it
+is one frozen, picklable record: a worker process receives it as is, and the n-th bot of a run is
+``spec.nth(n)``.
 """
 
 from __future__ import annotations

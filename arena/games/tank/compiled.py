@@ -1,7 +1,7 @@
 """The compiled (numba) engine of 1v1 tank battles: ``TankBattle(..., engine="numba")``.
 
 Why: the training loop steps 128-256 1v1 matches at a time, where the numpy engine spends most of
-its ~1.2 ms per tick in numpy's per-call overhead. :class:`CompiledEngine` runs the same tick and
+its time per tick in numpy's per-call overhead (docs/arena.md, "Speed"). :class:`CompiledEngine` runs the same tick and
 observation as a few numba kernels (:mod:`arena.games.tank.kernels`) over the battle's own state
 (:class:`~arena.games.tank.state.TankState`), in place, so every reader of the state (scripted bots,
 rewards, recorders, the dashboard) sees what it always saw. It is chosen per battle and only covers
@@ -172,7 +172,7 @@ class CompiledEngine:
     def reset(self, mask: NDArray[np.bool_], draws: NDArray[np.float64]) -> None:
         """The state writes of TankBattle.reset in the matches of ``mask``, from its random draws (the caller's, from
         the battle's RNG, in TankBattle.reset's order: a key per spawn cell for each reset match, then a jitter pair
-        per tank, then a heading per tank), read in place by the kernel (slicing them here cost ~2 µs a reset)."""
+        per tank, then a heading per tank), read in place by the kernel, unsliced."""
         kernels.reset_1v1(self.params, self._spawn, mask, draws, self._arrays)
 
     def observe(self) -> NDArray[np.float32]:

@@ -26,11 +26,10 @@ What keeps them fast: no reference counting (``_nrt=False``, see ``_JIT``); the 
 inlined; numpy's ``% 360`` without the fmod call where it is exact (:func:`_mod360`); the lead
 direction of every tank as SIMD lanes (:func:`_leads`); and a memo of the heading trig and the lead
 direction (``work``, ``key``) that the step computes for its StepInfo and the next
-:func:`observe_1v1` reuses when the match has not changed since. The C library's sin/cos, two calls
-a tank a tick, are about a quarter of a tick.
+:func:`observe_1v1` reuses when the match has not changed since.
 
-Kernels are ``@njit(cache=True)``: compiled once per machine (~10 s), then loaded from numba's
-cache next to this file (``__pycache__``) in well under a second. Why one file of ~1,000 lines,
+Kernels are ``@njit(cache=True)``: compiled once per machine, then loaded from numba's
+cache next to this file (``__pycache__``). Why one file of ~1,000 lines,
 past the house's size: numba's cache is keyed to the file that defines a kernel, not to the files
 its inlined helpers come from, so a phase moved to a module of its own could change without the
 cached kernels noticing and bots would run stale code. The sections below are the file's rooms. Only
@@ -1034,8 +1033,8 @@ def reset_1v1(par: F64, spawn: F64, mask: B8, draws: F64, state: Any) -> None:
     headings (times 360, as numpy's reset multiplies them); ``spawn`` is (cells per row, cell width, cell height,
     x jitter span, y jitter span, cells).
 
-    Each tank's cell is numpy's ``argsort(keys, axis=1)[:, :2]``: the two smallest keys, found in one pass where
-    the sort of 192 keys took ~6 µs a round. Two equal keys (two equal random doubles among a row's, odds ~1e-13
+    Each tank's cell is numpy's ``argsort(keys, axis=1)[:, :2]``: the two smallest keys, found in one pass instead of
+    a sort of every key. Two equal keys (two equal random doubles among a row's, odds ~1e-13
     a round) are taken in index order, which numpy's unstable sort does not promise.
     """
     s = State(*state)
