@@ -16,7 +16,7 @@ from pathlib import Path
 from . import numba_cache
 from .commands import compile as compile_command  # not the builtin's name
 from .commands import export, gym, match, replay, serve, train, worker
-from .commands.options import CommandParser, positive_int
+from .commands.options import CommandParser, add_engine_flag, positive_int
 
 __all__ = ["main"]
 
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     league.add_argument("--panel-rounds", type=positive_int, default=20, help="rounds against each --panel bot (default: 20)")
     league.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of tables")
+    add_engine_flag(league, "the round-robin's battles and scripted bots (a --panel match ticks in numpy: its events need it)")
     replay.add_parser(commands)
 
     worker.add_parser(commands)

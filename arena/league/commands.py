@@ -114,8 +114,9 @@ def load_table(directory: Path) -> LeagueTable | None:
         raise ValueError(f"{path} is unreadable: {exc}") from None
 
 
-def _member_players(run: Path, directory: Path) -> dict[str, ControllerFactory]:
-    """The policy the run handed back, every league member with a policy or a scripted name, as round-robin players."""
+def _member_players(run: Path, directory: Path, engine: EngineName) -> dict[str, ControllerFactory]:
+    """The policy the run handed back, every league member with a policy or a scripted name (computed by ``engine``),
+    as round-robin players."""
     from ..bots.policies import load_policy
     from .store import LeagueStore
 
@@ -136,7 +137,7 @@ def _member_players(run: Path, directory: Path) -> dict[str, ControllerFactory]:
                 continue
             seen.add(member.name)
             if member.kind == "scripted":
-                players[member.name] = scripted_player(member.name)
+                players[member.name] = scripted_player(member.name, engine)
             elif member.kind == "snapshot":
                 players[member.name] = policy_player(member.name, snapshots[member.name])
             else:
@@ -161,17 +162,23 @@ def policy_player(name: str, policy: Any, stochastic: bool = True) -> Controller
 
 
 def league_report(
-    run: Path, rounds_per_pair: int, seed: int, ticks_per_round: int, progress: Callable[[int, int], None] | None = None
+    run: Path,
+    rounds_per_pair: int,
+    seed: int,
+    ticks_per_round: int,
+    progress: Callable[[int, int], None] | None = None,
+    engine: EngineName = "numpy",
 ) -> dict[str, Any]:
-    """``arena league RUN_DIR``: the training ratings, and a round-robin of the policy the run handed back and every member.
+    """``arena league RUN_DIR``: the training ratings, and a round-robin of the policy the run handed back and every
+    member, its battles and scripted bots on ``engine``.
 
     Raises:
         FileNotFoundError, ValueError: no league or no policy in ``run``.
     """
     directory = run / "league"
     table = load_table(directory)
-    players = _member_players(run, directory)
-    results = round_robin(players, rounds_per_pair, seed, TankRules(max_ticks=ticks_per_round), progress)
+    players = _member_players(run, directory, engine)
+    results = round_robin(players, rounds_per_pair, seed, TankRules(max_ticks=ticks_per_round), progress, engine=engine)
     return {
         "run": str(run),
         "training": table.summary() if table is not None else None,
@@ -257,7 +264,7 @@ def league_command(args: argparse.Namespace) -> int:
             print(f"\rarena league: round-robin {done}/{total} rounds", end="", file=sys.stderr, flush=True)
 
     panel = None if args.panel is None else panel_bots(args.panel)  # a bad directory fails before any round
-    report = league_report(args.run, args.rounds, args.seed, args.ticks_per_round, progress)
+    report = league_report(args.run, args.rounds, args.seed, args.ticks_per_round, progress, args.engine)
     if panel is not None:
         report["panel"] = play_panel(args.run, panel, args.panel_rounds, args.seed, args.ticks_per_round)
     if args.json:

@@ -1,5 +1,5 @@
-"""``--engine`` reaches every battle a command plays: ``arena match`` (and ``--rate``), ``arena worker``, ``arena train``
-with the evaluations of its returned policy; and either engine evaluates a policy to the same figures.
+"""``--engine`` reaches every battle a command plays: ``arena match`` (and ``--rate``), ``arena worker``, ``arena league``,
+``arena train`` with the evaluations of its returned policy; and either engine evaluates a policy to the same figures.
 
 Each command runs for real through its entry point in this process (``main(argv)``), with tiny settings, while
 every tank battle and scripted bot built in the process is noted with its engine.
@@ -58,7 +58,7 @@ def test_the_default_engine_is_the_compiled_one_for_every_command() -> None:
 
     assert ENGINE_NAMES == ENGINES  # the flag's choices, written out to keep numpy out of the CLI's start
     parser = build_parser()
-    commands = [["train"], ["match", "--bot", "sitting", "--bot", "sitting"], ["worker", "--url", "ws://h:1"]]
+    commands = [["train"], ["match", "--bot", "sitting", "--bot", "sitting"], ["worker", "--url", "ws://h:1"], ["league", "run"]]
     assert ENGINE == "numba" and {parser.parse_args(argv).engine for argv in commands} == {ENGINE}
 
 
@@ -118,3 +118,25 @@ def test_either_engine_evaluates_a_policy_to_the_same_figures(tiny_run) -> None:
         del evaluation["seconds"], evaluation["engine"]
     assert figures[0] == figures[1]
     assert sum(row["wins"] + row["losses"] for row in figures[0]["opponents"]) > 0  # rounds that ended, not all draws
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+def test_league_plays_its_round_robin_on_the_chosen_engine(
+    engine: str, tmp_path: Path, engines: list[tuple[str, str]], capsys
+) -> None:
+    """`arena league RUN --engine E`: the round-robin's battles and the league's scripted members run on E."""
+    from arena.league import League, LeagueConfig, LeagueStore
+    from tests.arena.league.test_store import tiny_policy
+
+    store = LeagueStore(tmp_path / "league")
+    league = League.start(LeagueConfig(snapshot_every=2, max_snapshots=2), ("sitting", "tracker"))
+    member, _ = league.add_snapshot(4)
+    store.save_snapshot(member, tiny_policy(4))
+    store.save(league)
+    (tmp_path / "returned.json").write_text(json.dumps({"checkpoint": f"league/snapshots/{member.source}"}))
+    argv = ["league", str(tmp_path), "--rounds", "2", "--ticks-per-round", "50", "--json", "--engine", engine]
+    assert main(argv) == 0, capsys.readouterr().err
+    report = json.loads(capsys.readouterr().out)
+    assert {"returned", "sitting", "tracker", member.name} <= set(report["round_robin"]["scores"])
+    assert ("battle", engine) in engines and ("scripted", engine) in engines
+    assert {made for _, made in engines} == {engine}
