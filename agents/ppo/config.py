@@ -11,7 +11,12 @@ import math
 import warnings
 from dataclasses import dataclass
 
-__all__ = ["PPOConfig"]
+__all__ = ["MAX_BRANCHES", "MAX_BRANCH_SIZE", "MAX_LOGITS", "PPOConfig"]
+
+MAX_BRANCHES = 64
+MAX_BRANCH_SIZE = 1024
+MAX_LOGITS = 4096
+"""The discrete part's bounds, the wire's action space's: branches, actions per branch, actions in all."""
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,7 @@ class PPOConfig:
 
     obs_dim: int
     act_dim: int
+    """Continuous action dimensions (the Gaussian part); 0 only when ``branches`` lists discrete actions."""
     hidden: tuple[int, ...] = (64, 64)
     """Hidden layer widths of both actor and critic (3 linear layers with the defaults)."""
     activation: str = "tanh"
@@ -82,15 +88,24 @@ class PPOConfig:
     gradient steps a second on the CPU (docs/agents.md, "The update's cost on the CPU"). ``False``
     runs the plain modules through autograd and ``Adam.step``: the reference the fused step is
     tested against."""
+    branches: tuple[int, ...] = ()
+    """Sizes of the discrete action branches (multi-discrete; one branch is a plain discrete action), each a
+    masked categorical beside the ``act_dim`` Gaussian dimensions; empty (the default): continuous actions only.
+    With branches the actor is :class:`agents.networks.MixedActor`, a rollout's ``act`` column is the packed
+    block ``[continuous | discrete indices | mask]`` (:attr:`action_width` wide), and every minibatch takes
+    the reference step (:func:`agents.ppo.steps.choose_step`)."""
     seed: int = 0
     device: str = "cpu"
 
     def __post_init__(self) -> None:
+        # A tuple whatever the caller passed (a checkpoint's or JSON's list): the config stays hashable.
+        object.__setattr__(self, "branches", tuple(self.branches))
         # Written as "not (valid)" so NaN, which fails every comparison, is refused too.
         problems = []
-        for name in ("obs_dim", "act_dim", "epochs", "minibatch_size", "rollout_steps"):
+        for name in ("obs_dim", "epochs", "minibatch_size", "rollout_steps"):
             if not getattr(self, name) >= 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        problems += self._action_problems()
         if not self.hidden or not all(h >= 1 for h in self.hidden):
             problems.append(f"hidden must list positive widths, got {self.hidden}")
         if self.advantage_norm not in ("rollout", "minibatch"):
@@ -126,3 +141,24 @@ class PPOConfig:
                 f"minibatch_size {self.minibatch_size} > rollout_steps {self.rollout_steps}: one minibatch per epoch",
                 stacklevel=2,
             )
+
+    def _action_problems(self) -> list[str]:
+        """What is wrong with the action space: ``act_dim`` continuous dims and the discrete ``branches``."""
+        problems = []
+        if not self.act_dim >= (0 if self.branches else 1):
+            problems.append(f"act_dim must be >= 1 unless branches lists discrete actions, got {self.act_dim}")
+        if not all(isinstance(size, int) and 1 <= size <= MAX_BRANCH_SIZE for size in self.branches):
+            problems.append(f"branches must each be 1..{MAX_BRANCH_SIZE} actions, got {self.branches}")
+        elif not sum(self.branches) <= MAX_LOGITS:
+            problems.append(f"branches may hold {MAX_LOGITS} actions in all, got {sum(self.branches)}")
+        if not len(self.branches) <= MAX_BRANCHES:
+            problems.append(f"at most {MAX_BRANCHES} branches, got {len(self.branches)}")
+        return problems
+
+    @property
+    def action_width(self) -> int:
+        """The width of a rollout's ``act`` column: the continuous dims, one index per branch, then every branch's mask.
+
+        ``act_dim`` without branches, so a continuous run's rollout is laid out as it always was.
+        """
+        return self.act_dim + len(self.branches) + sum(self.branches)

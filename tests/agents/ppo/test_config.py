@@ -71,3 +71,29 @@ def test_config_warns_when_minibatch_exceeds_rollout():
     """minibatch_size > rollout_steps is allowed but warned about (one minibatch per epoch)."""
     with pytest.warns(UserWarning, match="minibatch_size"):
         config(minibatch_size=128, rollout_steps=96)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"act_dim": 0}, "act_dim must be >= 1 unless branches"),
+        ({"act_dim": -1, "branches": (3,)}, "act_dim must be >= 1 unless branches"),
+        ({"branches": (0,)}, "branches must each be 1..1024"),
+        ({"branches": (2, 1025)}, "branches must each be 1..1024"),
+        ({"branches": (2.5,)}, "branches must each be 1..1024"),
+        ({"branches": (1024,) * 5}, "4096 actions in all"),
+        ({"branches": (1,) * 65}, "at most 64 branches"),
+    ],
+)
+def test_config_refuses_a_bad_action_space(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        config(**overrides)
+
+
+def test_branches_allow_no_continuous_dims_and_widen_the_packed_actions():
+    """The rollout's act column: continuous dims, one index per branch, every branch's mask."""
+    assert config().action_width == config().act_dim  # continuous only: the layout of old
+    discrete = config(act_dim=0, branches=[3, 2])  # a checkpoint's list becomes the config's tuple
+    assert discrete.branches == (3, 2) and discrete.action_width == 0 + 2 + 5
+    assert config(act_dim=2, branches=(4,)).action_width == 2 + 1 + 4
+    assert config(branches=(1,) * 64).branches == (1,) * 64  # a branch of one action is allowed
