@@ -1,22 +1,35 @@
 """Torch networks and their export to the language-neutral tensor layout bots load.
 
-Exported actors use the names of the ``gaussian_mlp`` architecture in
+Exported actors use the names of the ``gaussian_mlp`` and ``mixed_mlp`` architectures in
 ``docs/protocol.md``: ``l{i}.weight`` (out, in) and ``l{i}.bias`` for the i-th linear
-layer, plus ``log_std``. ``bot_protocol.policy.Policy`` runs exactly this layout in numpy.
+layer, plus ``log_std`` (for ``mixed_mlp`` only when it has continuous dims).
+``bot_protocol.policy.Policy`` runs exactly this layout in numpy.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
-__all__ = ["Critic", "FastTanh", "GaussianActor", "check_same_shapes", "linear_arrays", "mlp"]
+__all__ = [
+    "Actor",
+    "Critic",
+    "FastTanh",
+    "GaussianActor",
+    "MaskedCategorical",
+    "MixedActor",
+    "check_same_shapes",
+    "linear_arrays",
+    "masked_categorical",
+    "mlp",
+    "split_actions",
+]
 
 
 class _TanhBySigmoid(torch.autograd.Function):
@@ -119,9 +132,7 @@ class GaussianActor(nn.Module):
     def log_prob_at(self, mean: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
         """:meth:`log_prob` for a mean already computed (the PPO step's fused forward gives it)."""
         log_std = self.clamped_log_std()
-        z = (actions - mean) * torch.exp(-log_std)
-        logp = (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2.0 * math.pi)).sum(-1)
-        return logp, log_std
+        return gaussian_log_prob(mean, actions, log_std), log_std
 
     @torch.no_grad()
     def clamp_log_std_(self) -> None:
@@ -139,6 +150,136 @@ class GaussianActor(nn.Module):
         tensors = linear_arrays(self.net)
         tensors["log_std"] = self.log_std.detach().cpu().numpy().astype(np.float32, copy=True)
         return arch, tensors
+
+
+def gaussian_log_prob(mean: Tensor, actions: Tensor, log_std: Tensor) -> Tensor:
+    """The diagonal Gaussian's log-density of ``actions``, summed over the action dims (0 with none)."""
+    z = (actions - mean) * torch.exp(-log_std)
+    return (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2.0 * math.pi)).sum(-1)
+
+
+def split_actions(block: Tensor, continuous: int, branches: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
+    """A packed action block as (continuous actions float, discrete actions long, mask bool).
+
+    The block is ``[continuous | one index per branch, as float | every branch's mask as 0/1]``, one row
+    per step: the layout the server packs a rollout's actions in, so that one float matrix carries them
+    (indices below 2^24 are exact in float32).
+    """
+    n = len(branches)
+    assert block.shape[-1] == continuous + n + sum(branches), "a packed action block of another action space"
+    return block[:, :continuous], block[:, continuous : continuous + n].long(), block[:, continuous + n :] > 0.5
+
+
+class MaskedCategorical(NamedTuple):
+    """Per row, over every branch: the taken actions' log-probability and the entropy, each summed."""
+
+    logp: Tensor
+    entropy: Tensor
+
+
+def masked_categorical(logits: Tensor, dact: Tensor, mask: Tensor, branches: tuple[int, ...]) -> MaskedCategorical:
+    """Each branch a categorical over its legal actions: ``logits`` (n, sum(branches)), ``dact`` (n, branches).
+
+    An illegal logit becomes the dtype's most negative finite number rather than -inf: its exp is exactly
+    0, so the log-softmax of a legal action and every probability are the exact masked values, while a
+    -inf would turn the backward pass's ``-inf - -inf`` and ``0 * -inf`` into NaN. The entropy sums over
+    the legal actions only, so an illegal action's huge negative log-probability never enters it.
+    """
+    masked = torch.where(mask, logits, torch.finfo(logits.dtype).min)
+    logp = logits.new_zeros(len(logits))
+    entropy = logits.new_zeros(len(logits))
+    for b, (part, legal) in enumerate(zip(masked.split(branches, dim=-1), mask.split(branches, dim=-1), strict=True)):
+        log_probs = torch.log_softmax(part, dim=-1)
+        logp = logp + log_probs.gather(1, dact[:, b : b + 1]).squeeze(1)
+        entropy = entropy - torch.where(legal, log_probs.exp() * log_probs, 0.0).sum(-1)
+    return MaskedCategorical(logp, entropy)
+
+
+class MixedActor(nn.Module):
+    """A policy over continuous and discrete actions at once: a diagonal Gaussian and masked categoricals.
+
+    One MLP (the :class:`GaussianActor`'s trunk) whose last layer gives the Gaussian's mean, then each
+    discrete branch's logits in order; a state-independent log-std for the continuous part, clamped as
+    the Gaussian's is. Without continuous dims the log-std is an empty parameter, so every log-std
+    clamp and guard acts on nothing. The action is the packed block :func:`split_actions` reads, so PPO's
+    loss calls :meth:`log_prob_at` as it calls the Gaussian's.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        continuous: int,
+        branches: tuple[int, ...],
+        hidden: tuple[int, ...],
+        activation: str,
+        log_std_init: float,
+        log_std_min: float,
+        log_std_max: float,
+    ) -> None:
+        super().__init__()
+        self.continuous, self.branches = continuous, tuple(branches)
+        self.sizes = (obs_dim, *hidden, continuous + sum(self.branches))
+        self.activation = activation
+        self.net = mlp(self.sizes, activation, head_gain=0.01)  # near-uniform logits at the start
+        self.log_std = nn.Parameter(torch.full((continuous,), float(log_std_init)))
+        self.log_std_min = log_std_min
+        self.log_std_max = log_std_max
+
+    def forward(self, obs: Tensor) -> Tensor:
+        """The last layer's output, shape (n, continuous + sum(branches)): the mean, then the logits."""
+        return self.net(obs)  # type: ignore[no-any-return]
+
+    def split_output(self, out: Tensor) -> tuple[Tensor, Tensor]:
+        """(the Gaussian's mean, every branch's logits) of a :meth:`forward` output."""
+        return out[:, : self.continuous], out[:, self.continuous :]
+
+    def split_actions(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(continuous, discrete, mask) of a packed action block (:func:`split_actions`)."""
+        return split_actions(actions, self.continuous, self.branches)
+
+    def clamped_log_std(self) -> Tensor:
+        return self.log_std.clamp(self.log_std_min, self.log_std_max)
+
+    def log_prob(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """Log-probability of packed ``actions`` (Gaussian density times masked probabilities), and the clamped log-std."""
+        return self.log_prob_at(self(obs), actions)
+
+    def log_prob_at(self, out: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`log_prob` for an output already computed."""
+        log_std = self.clamped_log_std()
+        return self.log_prob_and_entropy(out, *self.split_actions(actions)).logp, log_std
+
+    def log_prob_and_entropy(self, out: Tensor, cont: Tensor, dact: Tensor, mask: Tensor) -> MaskedCategorical:
+        """Per row, the whole distribution's: log-probability of (``cont``, ``dact``) under ``mask``, and entropy."""
+        mean, logits = self.split_output(out)
+        log_std = self.clamped_log_std()
+        discrete = masked_categorical(logits, dact, mask, self.branches)
+        gaussian_entropy = (log_std + 0.5 * (1.0 + math.log(2.0 * math.pi))).sum()
+        return MaskedCategorical(gaussian_log_prob(mean, cont, log_std) + discrete.logp, gaussian_entropy + discrete.entropy)
+
+    @torch.no_grad()
+    def clamp_log_std_(self) -> None:
+        self.log_std.clamp_(self.log_std_min, self.log_std_max)
+
+    def export(self) -> tuple[dict[str, Any], dict[str, NDArray[np.float32]]]:
+        """(architecture, tensors) in the bot-ready ``mixed_mlp`` layout (``log_std`` only with continuous dims)."""
+        arch = {
+            "kind": "mixed_mlp",
+            "layers": list(self.sizes),
+            "activation": self.activation,
+            "continuous": self.continuous,
+            "branches": list(self.branches),
+            "log_std_min": float(self.log_std_min),
+            "log_std_max": float(self.log_std_max),
+        }
+        tensors = linear_arrays(self.net)
+        if self.continuous > 0:
+            tensors["log_std"] = self.log_std.detach().cpu().numpy().astype(np.float32, copy=True)
+        return arch, tensors
+
+
+Actor: TypeAlias = GaussianActor | MixedActor
+"""PPO's actor: the Gaussian for continuous actions only, the mixed one for a space with discrete branches."""
 
 
 class Critic(nn.Module):
