@@ -8,7 +8,8 @@ one :class:`~agents.ppo.steps.Step` (loss, backward, guards, Adam, log-std clamp
 when the agent is built, and again by :meth:`PPOAgent.distribute`: the reference step, the CPU's
 written-out one, the multi-rank one or the CUDA graph's (:mod:`agents.ppo.steps`). Every guard is
 one the Nim trainer this was ported from needed after a real failure; each one has its reason
-beside it.
+beside it. A config with discrete ``branches`` gets a :class:`~agents.networks.MixedActor` and the
+reference step; its rollout's actions are the packed block the actor splits.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from torch import Tensor
 
 from ..common import Segment, SegmentEnd, compute_gae_flat, normalize_advantages, segment_rewards
 from ..distributed import GradientSync
-from ..networks import Critic, GaussianActor, check_same_shapes
+from ..networks import Actor, Critic, GaussianActor, MixedActor, check_same_shapes
 from .batch import pack
 from .config import PPOConfig
 from .fused import actor_critic_pass
@@ -47,14 +48,39 @@ class _Rollout(NamedTuple):
     segments: int
 
 
-def _module_pass(actor: GaussianActor, critic: Critic, obs: Tensor, cfg: PPOConfig) -> tuple[Tensor | None, Tensor]:
-    """The actor's mean (only where the proximal anchor reads it) and the critic's values, by the plain modules."""
+def _module_pass(actor: Actor, critic: Critic, obs: Tensor, cfg: PPOConfig) -> tuple[Tensor | None, Tensor]:
+    """The actor's output (only where the proximal anchor reads it) and the critic's values, by the plain modules."""
     return actor(obs) if cfg.proximal_anchor else None, critic(obs)
 
 
-def _fused_pass(actor: GaussianActor, critic: Critic, obs: Tensor, cfg: PPOConfig) -> tuple[Tensor | None, Tensor]:
+def _fused_pass(actor: Actor, critic: Critic, obs: Tensor, cfg: PPOConfig) -> tuple[Tensor | None, Tensor]:
     """The actor's mean and the critic's values in one written-out pass, a minibatch's rows at a time."""
+    assert isinstance(actor, GaussianActor), "the written-out pass is the Gaussian actor's"
     return actor_critic_pass(actor, critic, obs, cfg.minibatch_size)
+
+
+def new_actor(config: PPOConfig) -> Actor:
+    """The actor ``config`` asks for: Gaussian for continuous actions only, mixed when it lists discrete branches."""
+    if config.branches:
+        return MixedActor(
+            config.obs_dim,
+            config.act_dim,
+            config.branches,
+            config.hidden,
+            config.activation,
+            config.log_std_init,
+            config.log_std_min,
+            config.log_std_max,
+        )
+    return GaussianActor(
+        config.obs_dim,
+        config.act_dim,
+        config.hidden,
+        config.activation,
+        config.log_std_init,
+        config.log_std_min,
+        config.log_std_max,
+    )
 
 
 class PPOAgent:
@@ -69,19 +95,11 @@ class PPOAgent:
         self.device = torch.device(config.device)
         self.generator = torch.Generator().manual_seed(config.seed)  # CPU generator: shuffles are device-independent
         torch.manual_seed(config.seed)
-        self.actor = GaussianActor(
-            config.obs_dim,
-            config.act_dim,
-            config.hidden,
-            config.activation,
-            config.log_std_init,
-            config.log_std_min,
-            config.log_std_max,
-        ).to(self.device)
+        self.actor: Actor = new_actor(config).to(self.device)
         self.critic = Critic(config.obs_dim, config.hidden, config.activation).to(self.device)
         self.progress = 0.0
         """The share of the run's budget spent, in [0, 1] (:meth:`set_progress`); it sets the learning rate."""
-        self._evaluate = _fused_pass if config.fused else _module_pass
+        self._evaluate = _fused_pass if config.fused and not config.branches else _module_pass
         self.gradient_sync: GradientSync | None = None
         """Set by :meth:`distribute`: averages each step's gradients over the learner ranks."""
         self.totals = Totals(self.device)
@@ -226,6 +244,8 @@ class PPOAgent:
         # Rebuild tensors on this (the trainer) thread from the plain arrays.
         obs = torch.from_numpy(np.concatenate([s.obs for s in segments])).to(dev)
         actions = torch.from_numpy(np.concatenate([s.act for s in segments])).to(dev)
+        if actions.shape[1] != cfg.action_width:
+            raise ValueError(f"the rollout's actions are {actions.shape[1]} wide, this agent's {cfg.action_width}")
         old_logp = torch.from_numpy(np.concatenate([s.logp for s in segments])).to(dev)
         rewards = np.concatenate([segment_rewards(s) for s in segments])
         mean, values, last_values = self._values(segments, obs)
@@ -277,12 +297,18 @@ class PPOAgent:
                 "train/steps_trained": float(len(rollout.rows)),
                 "train/segments": float(rollout.segments),
                 "train/advantage_guard": {"normalized": 0.0, "centered": 1.0, "zeroed": 2.0}[rollout.advantage_guard],
-                "train/std_mean": float(self.actor.clamped_log_std().detach().exp().mean()),
+                "train/std_mean": self._std_mean(),
                 "train/learning_rate": self.learning_rate,
                 "train/reward_mean": float(np.mean(rollout.rewards)),
             }
         )
         return metrics
+
+    def _std_mean(self) -> float:
+        """The continuous dims' mean std; NaN without any (as ``explained_variance`` without variance)."""
+        if self.config.act_dim == 0:
+            return float("nan")
+        return float(self.actor.clamped_log_std().detach().exp().mean())
 
     def _anchor_at_current_policy(
         self, mean: Tensor, actions: Tensor, behaviour_logp: Tensor, adv: Tensor
@@ -316,6 +342,7 @@ class PPOAgent:
     def state_dict(self) -> dict[str, Any]:
         config = asdict(self.config)
         config["hidden"] = list(config["hidden"])
+        config["branches"] = list(config["branches"])
         return {
             "algo": self.name,
             "config": config,
@@ -334,6 +361,9 @@ class PPOAgent:
         """
         if state.get("algo") != self.name:
             raise ValueError(f"checkpoint holds a {state.get('algo')!r} agent, not {self.name!r}")
+        branches = tuple(state.get("config", {}).get("branches", ()))
+        if branches != self.config.branches:  # another kind of actor: say so, not just that shapes differ
+            raise ValueError(f"checkpoint's actor has discrete branches {branches}, this run's {self.config.branches}")
         for key, module in (("actor", self.actor), ("critic", self.critic)):
             check_same_shapes(key, module.state_dict(), state.get(key))
         self.actor.load_state_dict(state["actor"])

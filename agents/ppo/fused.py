@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from ..networks import Critic, GaussianActor
+from ..networks import Actor, Critic, GaussianActor
 from .batch import Minibatch
 from .config import PPOConfig
 from .loss import SurrogateTerms
@@ -299,8 +299,9 @@ def clipped_surrogate(
     return out
 
 
-def fused_surrogate(actor: GaussianActor, critic: Critic, batch: Minibatch, log_std: Tensor, cfg: PPOConfig) -> SurrogateTerms:
+def fused_surrogate(actor: Actor, critic: Critic, batch: Minibatch, log_std: Tensor, cfg: PPOConfig) -> SurrogateTerms:
     """:func:`agents.ppo.loss.reference_surrogate` as two autograd nodes: both networks' pass, then the surrogate."""
+    assert isinstance(actor, GaussianActor), "the fused surrogate holds the Gaussian's log-density"
     mean, value = actor_critic_forward(actor, critic, batch.obs)
     policy_loss, value_loss, approx_kl, clip_fraction = clipped_surrogate(
         mean, log_std, value, batch, cfg.clip_epsilon, cfg.max_log_ratio
@@ -351,7 +352,7 @@ class FlatGradients:
         return self._views[0], self._views[1:n], self._views[n:]
 
 
-def learner_parameters(actor: GaussianActor, critic: Critic) -> list[Tensor]:
+def learner_parameters(actor: Actor, critic: Critic) -> list[Tensor]:
     """Every trained tensor in one order: the log-std, the actor's layers, the critic's.
 
     The order of :class:`FlatGradients`' buffer and of the gradients the learner ranks average.

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from ..adam import adam_step
-from ..networks import Critic, GaussianActor
+from ..networks import Actor, Critic, GaussianActor
 from .batch import Minibatch
 from .config import PPOConfig
 from .fused import FlatGradients, fused_surrogate, learner_parameters, write_ppo_gradients
@@ -57,7 +57,7 @@ class AutogradGradients:
 
     def __init__(
         self,
-        nets: tuple[GaussianActor, Critic],
+        nets: tuple[Actor, Critic],
         optimizer: torch.optim.Adam,
         config: PPOConfig,
         surrogate: Surrogate,
@@ -122,11 +122,14 @@ class WrittenOutGradients:
 
 
 def make_gradients(
-    nets: tuple[GaussianActor, Critic], optimizer: torch.optim.Adam, config: PPOConfig, keep_grad_tensors: bool = False
+    nets: tuple[Actor, Critic], optimizer: torch.optim.Adam, config: PPOConfig, keep_grad_tensors: bool = False
 ) -> Gradients:
     """The gradients ``config`` asks for on its device: written out on the CPU with ``fused``, else autograd
-    (over the fused nodes with ``fused``, the plain modules without)."""
-    if config.fused and torch.device(config.device).type == "cpu":
-        return WrittenOutGradients(nets, optimizer, config)
-    surrogate = fused_surrogate if config.fused else reference_surrogate
+    (over the fused nodes with ``fused``, the plain modules without, or with discrete branches: only the
+    reference knows the masked categoricals)."""
+    actor, critic = nets
+    if config.fused and not config.branches and torch.device(config.device).type == "cpu":
+        assert isinstance(actor, GaussianActor), "a config without branches builds the Gaussian actor"
+        return WrittenOutGradients((actor, critic), optimizer, config)
+    surrogate = fused_surrogate if config.fused and not config.branches else reference_surrogate
     return AutogradGradients(nets, optimizer, config, surrogate, keep_grad_tensors)

@@ -4,6 +4,8 @@ Paper: https://arxiv.org/abs/1707.06347 (clipped surrogate). The loss is
 ``policy_loss + value_coef * value_loss - entropy_coef * entropy (+ mean_bound_coef * mean_excess)``:
 the clipped surrogate on a log-ratio clamped to ±``max_log_ratio``, the squared value error, the
 Gaussian entropy gated per dimension at the log-std ceiling, and the optional mean-bound penalty.
+With discrete branches (:class:`agents.networks.MixedActor`) the entropy adds the masked categoricals'
+and the penalty reads the continuous part's mean; only this module's form knows them.
 
 The surrogate and value error (:data:`Surrogate`) come in two forms: :func:`reference_surrogate` on
 the plain modules, here, and :func:`agents.ppo.fused.fused_surrogate`, the same maths as two
@@ -21,7 +23,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ..networks import Critic, GaussianActor
+from ..networks import Actor, Critic, MixedActor, masked_categorical
 from .batch import Minibatch
 from .config import PPOConfig
 
@@ -38,7 +40,7 @@ class SurrogateTerms(NamedTuple):
     clip_fraction: Tensor
 
 
-Surrogate = Callable[[GaussianActor, Critic, Minibatch, Tensor, PPOConfig], SurrogateTerms]
+Surrogate = Callable[[Actor, Critic, Minibatch, Tensor, PPOConfig], SurrogateTerms]
 """``(actor, critic, batch, clamped log-std, config) -> terms``: the clipped surrogate and value loss of a minibatch."""
 
 
@@ -53,10 +55,11 @@ def renormalize(adv: Tensor) -> Tensor:
     return torch.where(var < 1e-8, centered, centered * torch.rsqrt(var + 1e-8))
 
 
-def reference_surrogate(
-    actor: GaussianActor, critic: Critic, batch: Minibatch, log_std: Tensor, cfg: PPOConfig
-) -> SurrogateTerms:
-    """The clipped surrogate and value loss on the plain modules (``log_std`` unused: the actor clamps its own)."""
+def reference_surrogate(actor: Actor, critic: Critic, batch: Minibatch, log_std: Tensor, cfg: PPOConfig) -> SurrogateTerms:
+    """The clipped surrogate and value loss on the plain modules (``log_std`` unused: the actor clamps its own).
+
+    The terms' ``mean`` is the actor's whole output: a :class:`MixedActor`'s logits follow its mean.
+    """
     obs, actions, old_logp, adv, ret = batch
     mean = actor(obs)
     new_logp = actor.log_prob_at(mean, actions)[0]
@@ -73,7 +76,7 @@ def reference_surrogate(
 
 
 def minibatch_loss(
-    actor: GaussianActor, critic: Critic, batch: Minibatch, cfg: PPOConfig, surrogate: Surrogate = reference_surrogate
+    actor: Actor, critic: Critic, batch: Minibatch, cfg: PPOConfig, surrogate: Surrogate = reference_surrogate
 ) -> dict[str, Tensor]:
     """The minibatch's ``loss`` (with its autograd graph) and its terms (:data:`agents.ppo.stats.TERMS`, detached)."""
     if cfg.advantage_norm == "minibatch":
@@ -84,6 +87,9 @@ def minibatch_loss(
     at_ceiling = actor.log_std.detach() >= cfg.log_std_max
     gated = torch.where(at_ceiling, log_std.detach(), log_std)
     entropy = (gated + 0.5 * (1.0 + math.log(2.0 * math.pi))).sum()
+    if isinstance(actor, MixedActor):
+        mean, discrete_entropy = _discrete_part(actor, mean, batch.actions)
+        entropy = entropy + discrete_entropy
     # the value loss with the seed's coefficient
     loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
     if cfg.mean_bound_coef > 0:  # on the fused nodes autograd adds its gradient to the node's mean output
@@ -100,3 +106,13 @@ def minibatch_loss(
         "clip_fraction": clip_fraction,
         "mean_excess": mean_excess.detach(),
     }
+
+
+def _discrete_part(actor: MixedActor, out: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+    """(the continuous part's mean, the masked categoricals' entropy averaged over the rows) of ``out``.
+
+    Not gated: a categorical's entropy is bounded (log of its legal actions), so it cannot run away as a std can.
+    """
+    mean, logits = actor.split_output(out)
+    _, dact, mask = actor.split_actions(actions)
+    return mean, masked_categorical(logits, dact, mask, actor.branches).entropy.mean()

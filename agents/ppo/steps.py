@@ -26,7 +26,7 @@ from torch import Tensor
 
 from ..distributed import GradientSync
 from ..guards import adam_step_unless
-from ..networks import Critic, GaussianActor
+from ..networks import Actor, Critic, GaussianActor
 from .batch import Minibatch, packed_width
 from .config import PPOConfig
 from .gradients import WrittenOutGradients, make_gradients
@@ -55,14 +55,14 @@ class StepParts:
     """What a step works on: the networks, their optimizer and config, the update's totals, the ranks' sync."""
 
     config: PPOConfig
-    actor: GaussianActor
+    actor: Actor
     critic: Critic
     optimizer: torch.optim.Adam
     totals: Totals
     sync: GradientSync | None = None
 
     @property
-    def nets(self) -> tuple[GaussianActor, Critic]:
+    def nets(self) -> tuple[Actor, Critic]:
         return self.actor, self.critic
 
     @property
@@ -71,7 +71,7 @@ class StepParts:
         return GuardLimits(cfg.log_std_min, cfg.max_grad_norm, cfg.skip_grad_norm, cfg.clip_per_network)
 
     def minibatch(self, rows: Tensor) -> Minibatch:
-        return Minibatch.of(rows, self.config.obs_dim, self.config.act_dim)
+        return Minibatch.of(rows, self.config.obs_dim, self.config.action_width)
 
 
 class Step(Protocol):
@@ -89,10 +89,16 @@ StepKind = Callable[[StepParts], Step]
 
 
 def choose_step(config: PPOConfig, sync: GradientSync | None = None) -> StepKind:
-    """The path for ``config``'s device: several ranks, a CUDA graph, the CPU's written-out step, or the reference."""
+    """The path for ``config``'s device: several ranks, a CUDA graph, the CPU's written-out step, or the reference.
+
+    Discrete branches take the reference (or the ranks' step over the reference gradients) on every device:
+    the written-out and graph steps hold the Gaussian's maths by hand, and the masked categoricals only autograd's.
+    """
     device = torch.device(config.device).type
     if sync is not None:
         return MultiRankStep
+    if config.branches:
+        return EagerStep
     if device == "cuda" and config.cuda_graph:
         return GraphStep
     if device == "cpu" and config.fused:
@@ -132,7 +138,8 @@ class WrittenOutStep:
     def __init__(self, parts: StepParts) -> None:
         cfg = parts.config
         self.parts = parts
-        self.gradients = WrittenOutGradients(parts.nets, parts.optimizer, cfg)
+        assert isinstance(parts.actor, GaussianActor), "the written-out step holds the Gaussian's maths"
+        self.gradients = WrittenOutGradients((parts.actor, parts.critic), parts.optimizer, cfg)
         self.limits = np.array(parts.limits, dtype=np.float64)
 
     def __call__(self, rollout: Tensor, idx: Tensor) -> None:
@@ -213,7 +220,7 @@ class GraphStep:
         self.parts = parts
         self.branchless = BranchlessStep(parts)
         self.device = torch.device(cfg.device)
-        self.static = torch.empty((cfg.minibatch_size, packed_width(cfg.obs_dim, cfg.act_dim)), device=self.device)
+        self.static = torch.empty((cfg.minibatch_size, packed_width(cfg.obs_dim, cfg.action_width)), device=self.device)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.warmup_left = _GRAPH_WARMUP_STEPS
 
