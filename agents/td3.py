@@ -36,6 +36,7 @@ from .networks import check_same_shapes, linear_arrays, mlp
 from .replay import ReplayBatch, ReplayBuffer
 
 __all__ = [
+    "CONTINUOUS_ONLY",
     "CriticEnsemble",
     "DeterministicActor",
     "TD3Agent",
@@ -44,6 +45,10 @@ __all__ = [
     "polyak_foreach",
     "polyak_loop",
 ]
+
+
+CONTINUOUS_ONLY = "DDPG and TD3 learn continuous actions only; use PPO for a space with discrete branches"
+"""Why a TD3 or DDPG config with discrete ``branches`` is refused."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +89,13 @@ class TD3Config:
     """On a CUDA device, capture the update cycle in a CUDA graph (ignored on the CPU)."""
     seed: int = 0
     device: str = "cpu"
+    branches: tuple[int, ...] = ()
+    """Discrete action branches: none. Here so that a run's space with branches is refused by name, not by a
+    keyword this config lacks: a deterministic actor and a Q(s, a) over continuous actions have no discrete form."""
 
     def __post_init__(self) -> None:
+        if self.branches:
+            raise ValueError(CONTINUOUS_ONLY)
         # The seed's four rules, with its messages; then the rest. "not (valid)" refuses NaN too.
         if not self.action_limit > 0.0:
             raise ValueError("action limit must be positive")
@@ -470,6 +480,7 @@ class TD3Agent:
     def state_dict(self) -> dict[str, Any]:
         config = asdict(self.config)
         config["hidden"] = list(config["hidden"])
+        config["branches"] = list(config["branches"])
         state: dict[str, Any] = {
             "algo": self.name,
             "config": config,

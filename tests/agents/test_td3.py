@@ -371,3 +371,15 @@ def test_trains_through_the_server_and_hot_swaps_its_actor(algo: str):
     assert bot.stats.steps_sent > 1000 and accounting["dropped"] == 0
     assert agent.updates >= 3 * 32 and bot.stats.weights_swapped >= 1
     assert len(game.finished) > 0 and np.isfinite(game.finished).all()
+
+
+@pytest.mark.parametrize("algo", ["td3", "ddpg"])
+def test_a_space_with_discrete_branches_is_refused_in_one_line(algo: str):
+    """A deterministic actor and a Q over continuous actions have no discrete form: PPO learns those spaces."""
+    refusal = "DDPG and TD3 learn continuous actions only; use PPO for a space with discrete branches"
+    with pytest.raises(ValueError) as by_name:
+        make_agent(algo, 3, 1, branches=(2,))
+    with pytest.raises(ValueError) as by_config:
+        TD3Config(obs_dim=3, act_dim=0, branches=(4, 2))
+    assert str(by_name.value) == str(by_config.value) == refusal
+    assert TD3Config(obs_dim=3, act_dim=1, branches=()).branches == ()
