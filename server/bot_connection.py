@@ -316,6 +316,7 @@ class BotConnection:
         if kind == TransitionBatch.TYPE:
             # Each 'tr' spends one credit, accepted or not; every other type is free.
             if not session.credit.spend():
+                self._saw(_seq_of(fields))
                 return self._reject(out, ErrorCode.NO_CREDIT, "'tr' sent without flow-control credit")
             batch: TransitionBatch | None = None
             if structure is None:  # not read yet: it came when the bot had no credit
@@ -325,7 +326,9 @@ class BotConnection:
                 except ProtocolError as exc:
                     structure = exc
             if structure is not None:
-                return self._reject(out, structure.code, structure.message, _seq_of(fields))
+                seq = _seq_of(fields)
+                self._saw(seq)
+                return self._reject(out, structure.code, structure.message, seq)
             assert batch is not None  # explain=True raises instead
             return self._accept_group([batch], current, out)
         try:
@@ -374,6 +377,7 @@ class BotConnection:
                 try:
                     batch = assemble_batches([frame], spec, explain=True)
                 except ProtocolError as exc:
+                    self._saw(frame.seq)
                     if not self._reject(out, exc.code, exc.message, frame.seq):
                         return False
                     continue
@@ -381,6 +385,7 @@ class BotConnection:
                 frame = batch
             verdict = _verdict(frame, self.session.last_seq, current)
             if verdict is not None:
+                self._saw(frame.seq)
                 if not self._reject(out, *verdict, frame.seq):
                     return False
                 continue
@@ -393,12 +398,15 @@ class BotConnection:
         """Record accepted frames (their seqs, the stats and counters) and queue their batches."""
         session, metrics = self.session, self.metrics
         for frame in kept:
-            if frame.seq > session.last_seq + 1 and session.last_seq >= 0:
-                # Accepted (the frames in between may have been refused by the bot's own limits,
-                # or lost by a buggy bot): counted, so a bot that skips seqs shows up in /metrics.
+            seen = session.highest_seq_seen
+            if frame.seq > seen + 1 and seen >= 0:
+                # Numbers no frame carried (dropped by the bot's own limits, or lost by a buggy
+                # bot): counted, so a bot that skips seqs shows up in /metrics. A refused frame's
+                # seq was seen, so the frame after it is no gap.
                 metrics.inc("seq_gaps")
-                metrics.inc("seq_gap_frames", frame.seq - session.last_seq - 1)
+                metrics.inc("seq_gap_frames", frame.seq - seen - 1)
             session.last_seq = frame.seq
+            self._saw(frame.seq)
         steps = sum(batch.n for batch in batches)
         session.steps_accepted += steps
         session.frames_accepted += len(kept)
@@ -411,6 +419,12 @@ class BotConnection:
             arrival = session.arrival(batch)
             self.queue.put(arrival)
             out.queued.append(arrival)
+
+    def _saw(self, seq: int | None) -> None:
+        """Note the ``seq`` of a ``tr`` read (accepted or refused): numbers seen are no gap."""
+        session = self.session
+        if seq is not None and seq > session.highest_seq_seen:
+            session.highest_seq_seen = seq
 
     def _grant(self, out: _Outcome) -> None:
         """A grant point: owed credit goes back now, unless the queue is full (then the trainer's next drain returns it).

@@ -28,7 +28,7 @@ _ZERO_COUNTERS = {
     "nan_skips": "Minibatch steps skipped for non-finite losses or gradients.",
     "frames_accepted": "tr frames accepted.",
     "frame_groups": "Groups of accepted tr frames (frames that arrived together are checked and queued as one).",
-    "seq_gaps": "Accepted tr frames whose seq skipped ahead of the session's previous one.",
+    "seq_gaps": "Accepted tr frames whose seq skipped ahead of every seq the session had seen (accepted or refused).",
     "seq_gap_frames": "Sequence numbers skipped over by those gaps.",
 }
 """Counters without labels, exported from the start at 0 (a scrape never has to tell "0" from "absent")."""

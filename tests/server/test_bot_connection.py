@@ -383,6 +383,32 @@ def test_the_grant_point_of_a_read_sees_everything_it_queued():
 # ── sequence numbers (§7.1 duplicate) and versions (§8) ─────────────────────
 
 
+@pytest.mark.parametrize(
+    "refused",
+    [tr(1, rew=float("nan")), tr(1, version=99), planted(1, **SHORT_OBS), planted(1, **BAD_AGENT)],
+    ids=["nonfinite", "newer", "shape", "agent"],
+)
+def test_the_frame_after_a_refused_one_is_no_seq_gap(refused: bytes):
+    """A refused frame's seq was seen: seq 2 after a refused seq 1 skipped nothing, alone or in a group."""
+    for reads in ([[tr(0), refused, tr(2)]], [[tr(0)], [refused], [tr(2)]]):
+        bot, metrics, _ = connect()
+        for frames in reads:
+            bot.receive(frames, CURRENT)
+        assert bot.session.last_seq == 2
+        assert metrics.counter("seq_gaps") == 0 and metrics.counter("seq_gap_frames") == 0
+    bot, metrics, _ = connect()
+    bot.receive([tr(0), refused, tr(4)], CURRENT)  # 2 and 3 were never seen
+    assert metrics.counter("seq_gaps") == 1 and metrics.counter("seq_gap_frames") == 2
+
+
+def test_a_frame_refused_no_credit_is_seen_too():
+    bot, metrics, welcome = connect(queue=FullQueue(1 << 30))
+    bot.receive([tr(s) for s in range(welcome.credit + 1)], CURRENT)  # the last is refused no_credit
+    assert len(list(withheld_credit([bot.session], queue_full=False))) == 1  # the trainer caught up
+    decision = bot.receive([tr(welcome.credit + 1)], CURRENT)
+    assert steps(decision) == 4 and metrics.counter("seq_gaps") == 0
+
+
 def test_a_replayed_or_older_seq_is_refused_duplicate_and_never_queued_twice():
     bot, metrics, _ = connect()
     decision = bot.receive([tr(s) for s in (0, 1, 2, 1, 5, 4, 5, 6)], CURRENT)
