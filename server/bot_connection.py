@@ -287,9 +287,14 @@ class BotConnection:
         return out.decision()
 
     def _undecodable_frame(self, exc: ProtocolError, out: _Outcome) -> bool:
-        """A frame that is no message (or of another protocol version); False when it closes the connection."""
-        if exc.code is ErrorCode.BAD_VERSION:  # close-only: no error message is sent
+        """A frame that is no message (or of another protocol version); False when it closes the connection.
+
+        A wrong ``v`` is fatal, as during the handshake: its ``error`` says why, then close 1008
+        (the bot cannot speak this server's protocol, so there is nothing to recover).
+        """
+        if exc.code is ErrorCode.BAD_VERSION:
             self.metrics.inc("frames_closed", reason="bad_version")
+            out.replies.append(encode(Error(str(exc.code), exc.message)))
             out.close = Close(CloseCode.POLICY_VIOLATION, "unsupported protocol version")
             return False
         self._undecodable += exc.code is ErrorCode.UNDECODABLE

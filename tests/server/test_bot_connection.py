@@ -578,12 +578,14 @@ def test_the_third_undecodable_frame_closes_1008_without_an_error():
     assert metrics.counter("frames_rejected", code="undecodable") == 2
 
 
-def test_another_protocol_version_after_the_hello_closes_1008_without_an_error():
+def test_another_protocol_version_after_the_hello_gets_bad_version_then_close_1008():
+    """§11: as during the handshake, the error says why, then the close; what came before is kept."""
     bot, metrics, _ = connect()
-    decision = bot.receive([tr(0), msgpack.packb({"v": 2, "t": "tr"})], CURRENT)
-    assert steps(decision) == 4 and not errors(decision)
+    decision = bot.receive([tr(0), msgpack.packb({"v": 2, "t": "tr"}), tr(1)], CURRENT)
+    assert steps(decision) == 4 and errors(decision) == [("bad_version", None)]
     assert decision.close == Close(CloseCode.POLICY_VIOLATION, "unsupported protocol version")
     assert metrics.counter("frames_closed", reason="bad_version") == 1
+    assert metrics.counter_total("frames_rejected") == 0
 
 
 def test_bye_closes_1000_after_what_came_before_it_is_queued():
