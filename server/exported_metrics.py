@@ -53,7 +53,7 @@ def describe_server_metrics(metrics: Metrics) -> None:
     d("frames_rejected", "Frames answered with an error message, by its (documented) error code.")
     d("frames_closed", "Frames answered by closing the connection, by reason (text_frame, too_many_undecodable, "
                        "too_big: the 1009 size limit, all without an error; bad_version, after its error).")  # fmt: skip
-    d("handshakes_rejected", "Connections refused before or at hello, by reason.")
+    d("handshakes_rejected", "Connections refused before or at hello, by reason (HTTP refusals included).")
     d("rollbacks", "Updates undone by the trainer's guards, by reason.")
     d("connected_bots", "Open bot connections.")
     d("queue_bytes", "Payload bytes in the transition queue.")

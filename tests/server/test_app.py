@@ -104,6 +104,29 @@ async def test_browser_origin_gets_403(aserver):
     assert info.value.response.status_code == 403
 
 
+async def test_upgrades_websockets_refuses_are_counted_in_metrics(aserver):
+    """400 (no arena.v1), 403 (an Origin) and 426 (no upgrade) come from websockets' own checks; each is a
+    handshakes_rejected reason on /metrics (§1), like the refusals the server makes itself."""
+    with pytest.raises(InvalidStatus):
+        await connect(aserver.url)
+    with pytest.raises(InvalidStatus):
+        await connect(aserver.url, subprotocols=[SUBPROTOCOL], origin="https://evil.example")
+    base = aserver.url.replace("ws://", "http://")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        await asyncio.to_thread(urllib.request.urlopen, base + "/", timeout=5)
+    assert info.value.code == 426
+    info.value.close()
+
+    def scrape() -> str:
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as response:
+            return str(response.read().decode())
+
+    text = await asyncio.to_thread(scrape)
+    for reason in ("bad_request", "origin", "not_websocket"):
+        assert f'arena_handshakes_rejected{{reason="{reason}"}} 1\n' in text, reason
+    assert not aserver.sessions
+
+
 @pytest.mark.parametrize(
     "hello", [Hello("big", OBS_DIM + 1, ACT_DIM), Hello("big", OBS_DIM, ACT_DIM + 3), Hello("many", OBS_DIM, ACT_DIM, 5000)]
 )
