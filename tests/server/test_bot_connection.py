@@ -544,6 +544,20 @@ def test_an_undecodable_frame_spends_no_credit():
     assert account.available == welcome.credit + 0 - 3 + 1 and account.owed == 2
 
 
+def test_seqs_past_2_to_the_53_come_back_exactly_in_ack_and_ref():
+    """§3: ``ack`` and ``ref`` echo the bot's own seq over the whole u64 range, as uint64 (a JavaScript
+    number would round them), and small values in their shortest form."""
+    top = 2**64 - 1
+    bot, _, _ = connect()
+    decision = bot.receive([tr(s) for s in range(top - 5, top + 1)], CURRENT)
+    assert credits(decision) == [Credit(grant=6, ack=top)]
+    assert decision.replies[-1].endswith(b"\xa3ack\xcf" + top.to_bytes(8, "big"))
+    refused = bot.receive([tr(2**53 + 1)], CURRENT)
+    assert errors(refused) == [("duplicate", 2**53 + 1)]
+    small, _, _ = connect()
+    assert small.receive([tr(s) for s in range(6)], CURRENT).replies[-1].endswith(b"\xa3ack\x05")
+
+
 def test_the_error_that_exhausts_the_budget_is_sent_then_close_1008():
     clock = Clock()
     bot, metrics, _ = connect(ServerConfig(error_budget=4, error_window=60.0), clock=clock)
