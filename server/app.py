@@ -31,7 +31,7 @@ from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 
@@ -70,6 +70,9 @@ MAX_BOTS_SHARED = 256
 
 MAX_GROUP = 64
 """Most frames of one bot handled as one group (a bound on one handler's turn on the loop)."""
+
+UPGRADE_REFUSALS = {http.HTTPStatus.FORBIDDEN: "origin", http.HTTPStatus.UPGRADE_REQUIRED: "not_websocket"}
+"""``handshakes_rejected`` reasons of the upgrades websockets itself refuses; any other status is ``bad_request``."""
 
 
 class ListenError(OSError):
@@ -175,6 +178,7 @@ class TrainingServer:
                 cfg.host,
                 cfg.port,
                 process_request=self._process_request,
+                process_response=self._process_response,
                 subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
                 origins=[None],  # bots send no Origin; a browser page gets 403 (cross-site websocket hijacking)
                 compression=None,  # dense float32 barely deflates, and deflate is slow on it (docs/protocol.md §1)
@@ -344,6 +348,16 @@ class TrainingServer:
             self.metrics.inc("handshakes_rejected", reason="capacity")
             return respond(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, "server at connection capacity\n")
         return None
+
+    def _process_response(self, connection: ServerConnection, request: Request, response: Response) -> None:
+        """Count the upgrades websockets refused itself (an ``Origin``, no ``arena.v1``, no upgrade at all).
+
+        :meth:`_process_request` counts its own refusals; these come after it, from websockets'
+        checks, and would otherwise show in no metric (docs/protocol.md §1).
+        """
+        if isinstance(connection.protocol.handshake_exc, InvalidHandshake):
+            reason = UPGRADE_REFUSALS.get(http.HTTPStatus(response.status_code), "bad_request")
+            self.metrics.inc("handshakes_rejected", reason=reason)
 
     def stats(self, bots: int = 0) -> ServerStats:
         """Every figure the views show, read once (any thread; ``bots`` > 0 adds per-bot rows: loop thread only).

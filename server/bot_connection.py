@@ -9,9 +9,14 @@ buffered and carries out the decision (:attr:`Decision.replies` in order, then
 
 Accepted batches go on the transition queue as they are accepted, so each credit decision sees
 the queue as the puts before it left it and ``received == trained + dropped + queued + ...``
-holds on the loop thread. A group of ``tr`` frames is checked in one numpy pass; if any value
-is out of bounds it is answered again frame by frame, so each frame gets the answer and
-counters it would have had alone (docs/architecture.md, "The life of one step", step 3).
+holds on the loop thread. A group of ``tr`` frames is checked in one numpy pass; if any frame
+is refused (a value, its seq or its version) the group is answered again frame by frame, so
+each frame gets the answer and counters it would have had alone, whatever arrived with it
+(docs/architecture.md, "The life of one step", step 3).
+
+Credit is decided once per read, after every frame of it is answered (:meth:`BotConnection.receive`),
+so a ``credit``'s ``ack`` counts every frame it pays for, and a ``tr`` is refused ``no_credit``
+exactly when the credit sent before the read it came in was used up (docs/protocol.md §3.3, §6).
 """
 
 from __future__ import annotations
@@ -243,7 +248,9 @@ class BotConnection:
 
         Consecutive well-formed ``tr`` frames the bot had credit for are collected as headers
         (sizes checked, values not yet) and accepted as one group; any other frame first
-        settles the group, then is answered on its own.
+        settles the group, then is answered on its own. Once every frame is answered comes the
+        read's one grant point: the ``ack`` counts them all, and no credit earned within the read
+        lets a ``tr`` of the same read through.
         """
         session = self.session
         spec = session.spec
@@ -275,16 +282,19 @@ class BotConnection:
             if not (self._accept_group(group, current, out) and self._message(kind, fields, structure, current, out)):
                 return out.decision()
             group = []
-        # Credit goes back before the values are checked: the frames are in memory already,
-        # and the bot's next frames travel while this group is checked and queued.
-        self._grant(out, sum(header.nbytes for header in group), sum(header.n for header in group))
-        self._accept_group(group, current, out)
+        if self._accept_group(group, current, out):
+            self._grant(out)
         return out.decision()
 
     def _undecodable_frame(self, exc: ProtocolError, out: _Outcome) -> bool:
-        """A frame that is no message (or of another protocol version); False when it closes the connection."""
-        if exc.code is ErrorCode.BAD_VERSION:  # close-only: no error message is sent
+        """A frame that is no message (or of another protocol version); False when it closes the connection.
+
+        A wrong ``v`` is fatal, as during the handshake: its ``error`` says why, then close 1008
+        (the bot cannot speak this server's protocol, so there is nothing to recover).
+        """
+        if exc.code is ErrorCode.BAD_VERSION:
             self.metrics.inc("frames_closed", reason="bad_version")
+            out.replies.append(encode(Error(str(exc.code), exc.message)))
             out.close = Close(CloseCode.POLICY_VIOLATION, "unsupported protocol version")
             return False
         self._undecodable += exc.code is ErrorCode.UNDECODABLE
@@ -305,13 +315,13 @@ class BotConnection:
         """One message outside a group; False when the connection must end.
 
         A ``tr`` lands here when its structure is wrong (``structure``: the error its header
-        raised) or when the bot had no credit as it was read. The group settled just before
-        it may have earned credit back, so the credit is looked at again now.
+        raised) or when the bot had no credit as it was read.
         """
         session = self.session
         if kind == TransitionBatch.TYPE:
             # Each 'tr' spends one credit, accepted or not; every other type is free.
             if not session.credit.spend():
+                self._saw(_seq_of(fields))
                 return self._reject(out, ErrorCode.NO_CREDIT, "'tr' sent without flow-control credit")
             batch: TransitionBatch | None = None
             if structure is None:  # not read yet: it came when the bot had no credit
@@ -321,12 +331,11 @@ class BotConnection:
                 except ProtocolError as exc:
                     structure = exc
             if structure is not None:
-                return self._reject(out, structure.code, structure.message, _seq_of(fields))
+                seq = _seq_of(fields)
+                self._saw(seq)
+                return self._reject(out, structure.code, structure.message, seq)
             assert batch is not None  # explain=True raises instead
-            if not self._accept_group([batch], current, out):
-                return False
-            self._grant(out)
-            return True
+            return self._accept_group([batch], current, out)
         try:
             message: Message = message_from_bot(kind, fields, session.spec)
         except ProtocolError as exc:
@@ -343,30 +352,21 @@ class BotConnection:
     def _accept_group(self, group: Sequence[TransitionHeader | TransitionBatch], current: PolicyId, out: _Outcome) -> bool:
         """Accept or reject ``tr`` frames of this session in order; accepted runs are queued joined.
 
-        Fast path: sequence and version checks on the headers, then one value check over
-        all accepted frames. If any value is out of bounds, :meth:`_accept_one_by_one`
-        answers every frame of the group instead. False when the connection must end.
+        Fast path: when every frame's seq and version pass, one value check over the whole
+        group. If any frame is refused, :meth:`_accept_one_by_one` answers every frame of the
+        group instead, so a frame's answer never depends on what arrived with it (a frame
+        with a bad value and a replayed seq gets the value's error, alone or not). False when
+        the connection must end.
         """
         if not group:
             return True
         session = self.session
-        last = session.last_seq
-        verdicts: list[_Verdict] = []
-        for frame in group:
-            verdict = _verdict(frame, last, current)
-            verdicts.append(verdict)
-            if verdict is None:
-                last = frame.seq
-        kept = [frame for frame, verdict in zip(group, verdicts, strict=True) if verdict is None]
-        batches = _join(session.spec, kept)
-        if batches is None:  # a value out of bounds somewhere
-            return self._accept_one_by_one(group, current, out)
-        for frame, verdict in zip(group, verdicts, strict=True):
-            if verdict is not None and not self._reject(out, *verdict, frame.seq):
-                return False
-        if kept:
-            self._accept(kept, batches, out)
-        return True
+        if _all_pass(group, session.last_seq, current):
+            batches = _join(session.spec, group)
+            if batches is not None:
+                self._accept(group, batches, out)
+                return True
+        return self._accept_one_by_one(group, current, out)
 
     def _accept_one_by_one(
         self, group: Sequence[TransitionHeader | TransitionBatch], current: PolicyId, out: _Outcome
@@ -382,6 +382,7 @@ class BotConnection:
                 try:
                     batch = assemble_batches([frame], spec, explain=True)
                 except ProtocolError as exc:
+                    self._saw(frame.seq)
                     if not self._reject(out, exc.code, exc.message, frame.seq):
                         return False
                     continue
@@ -389,6 +390,7 @@ class BotConnection:
                 frame = batch
             verdict = _verdict(frame, self.session.last_seq, current)
             if verdict is not None:
+                self._saw(frame.seq)
                 if not self._reject(out, *verdict, frame.seq):
                     return False
                 continue
@@ -401,12 +403,15 @@ class BotConnection:
         """Record accepted frames (their seqs, the stats and counters) and queue their batches."""
         session, metrics = self.session, self.metrics
         for frame in kept:
-            if frame.seq > session.last_seq + 1 and session.last_seq >= 0:
-                # Accepted (the frames in between may have been refused by the bot's own limits,
-                # or lost by a buggy bot): counted, so a bot that skips seqs shows up in /metrics.
+            seen = session.highest_seq_seen
+            if frame.seq > seen + 1 and seen >= 0:
+                # Numbers no frame carried (dropped by the bot's own limits, or lost by a buggy
+                # bot): counted, so a bot that skips seqs shows up in /metrics. A refused frame's
+                # seq was seen, so the frame after it is no gap.
                 metrics.inc("seq_gaps")
-                metrics.inc("seq_gap_frames", frame.seq - session.last_seq - 1)
+                metrics.inc("seq_gap_frames", frame.seq - seen - 1)
             session.last_seq = frame.seq
+            self._saw(frame.seq)
         steps = sum(batch.n for batch in batches)
         session.steps_accepted += steps
         session.frames_accepted += len(kept)
@@ -420,26 +425,34 @@ class BotConnection:
             self.queue.put(arrival)
             out.queued.append(arrival)
 
-    def _grant(self, out: _Outcome, incoming: int = 0, incoming_steps: int = 0) -> None:
+    def _saw(self, seq: int | None) -> None:
+        """Note the ``seq`` of a ``tr`` read (accepted or refused): numbers seen are no gap."""
+        session = self.session
+        if seq is not None and seq > session.highest_seq_seen:
+            session.highest_seq_seen = seq
+
+    def _grant(self, out: _Outcome) -> None:
         """A grant point: owed credit goes back now, unless the queue is full (then the trainer's next drain returns it).
 
-        ``incoming``: bytes of frames already read and about to be checked; they count as
-        queued (a group that fills the queue earns no credit).
+        Only at the end of a read: the frames just answered are queued already, so a read
+        that fills the queue earns no credit.
         """
         session = self.session
-        credit = session.credit.grant(session.last_seq, self.queue.at_high_water(incoming, incoming_steps))
+        credit = session.credit.grant(session.last_seq, self.queue.at_high_water())
         if credit is not None:
             out.replies.append(encode(credit))
 
     def _reject(self, out: _Outcome, code: ErrorCode, message: str, ref: int | None = None) -> bool:
-        """Answer a recoverable error (counted by code); close 1008 once the bot exhausts its error budget."""
+        """Answer a recoverable error (counted by code); close 1008 once the bot exhausts its error budget.
+
+        A rejected ``tr`` still spent the bot's credit: the next grant point returns it.
+        """
         self.metrics.inc("frames_rejected", code=str(code))
         out.replies.append(encode(Error(str(code), message, ref)))
         if self._strike():
             self.session.log.warning("closing: error budget exhausted (last: %s)", code)
             out.close = Close(CloseCode.POLICY_VIOLATION, "too many errors")
             return False
-        self._grant(out)  # a rejected 'tr' still spent the bot's credit: return it
         return True
 
     def _strike(self) -> bool:
@@ -452,6 +465,15 @@ class BotConnection:
         while errors and now - errors[0] > self.rules.error_window:
             errors.popleft()
         return len(errors) >= self.rules.error_budget
+
+
+def _all_pass(group: Sequence[TransitionHeader | TransitionBatch], last_seq: int, current: PolicyId) -> bool:
+    """Whether every frame of the group passes its seq and version checks, taken in order."""
+    for frame in group:
+        if _verdict(frame, last_seq, current) is not None:
+            return False
+        last_seq = frame.seq
+    return True
 
 
 def _verdict(frame: TransitionHeader | TransitionBatch, last_seq: int, current: PolicyId) -> _Verdict:

@@ -28,14 +28,14 @@ _ZERO_COUNTERS = {
     "nan_skips": "Minibatch steps skipped for non-finite losses or gradients.",
     "frames_accepted": "tr frames accepted.",
     "frame_groups": "Groups of accepted tr frames (frames that arrived together are checked and queued as one).",
-    "seq_gaps": "Accepted tr frames whose seq skipped ahead of the session's previous one.",
+    "seq_gaps": "Accepted tr frames whose seq skipped ahead of every seq the session had seen (accepted or refused).",
     "seq_gap_frames": "Sequence numbers skipped over by those gaps.",
 }
 """Counters without labels, exported from the start at 0 (a scrape never has to tell "0" from "absent")."""
 
 _NOT_REJECTIONS = (ErrorCode.BAD_VERSION, ErrorCode.BAD_WEIGHTS, ErrorCode.BAD_HELLO, ErrorCode.INTERNAL)
-"""Codes no frame is rejected with after the handshake: a wrong ``v`` is closed without an error
-(``frames_closed{reason="bad_version"}``), ``bad_hello`` refuses the handshake
+"""Codes no frame is rejected (recoverably) with after the handshake: a wrong ``v`` ends the connection, its
+error then close 1008 (``frames_closed{reason="bad_version"}``), ``bad_hello`` refuses the handshake
 (``handshakes_rejected``), ``bad_weights`` goes from bot to server, ``internal`` precedes close 1011."""
 _ERROR_CODES_SENT = tuple(str(code) for code in ErrorCode if code not in _NOT_REJECTIONS)
 """Codes of the errors a bot can get after its handshake: ``frames_rejected``'s label values."""
@@ -51,9 +51,9 @@ def describe_server_metrics(metrics: Metrics) -> None:
         metrics.inc("frames_rejected", 0.0, code=code)
     d("transitions_dropped", "Accepted steps not trained on, by reason.")
     d("frames_rejected", "Frames answered with an error message, by its (documented) error code.")
-    d("frames_closed", "Frames answered by closing the connection without an error, by reason "
-                       "(text_frame, bad_version, too_many_undecodable, too_big: the 1009 size limit).")  # fmt: skip
-    d("handshakes_rejected", "Connections refused before or at hello, by reason.")
+    d("frames_closed", "Frames answered by closing the connection, by reason (text_frame, too_many_undecodable, "
+                       "too_big: the 1009 size limit, all without an error; bad_version, after its error).")  # fmt: skip
+    d("handshakes_rejected", "Connections refused before or at hello, by reason (HTTP refusals included).")
     d("rollbacks", "Updates undone by the trainer's guards, by reason.")
     d("connected_bots", "Open bot connections.")
     d("queue_bytes", "Payload bytes in the transition queue.")

@@ -61,6 +61,9 @@ class BotSession:
         """What the bot may send and what is owed back to it (the rules: :mod:`server.credit`)."""
         self.last_seq = -1
         """The newest accepted ``seq`` (-1 before the first): a ``tr`` at or below it is a duplicate."""
+        self.highest_seq_seen = -1
+        """The highest ``seq`` of any ``tr`` read, accepted or refused (-1 before the first): an
+        accepted one more than one above it skipped numbers no frame carried (``seq_gaps``)."""
         self.steps_accepted = 0
         self.frames_accepted = 0
         """``tr`` frames accepted (frames that arrive together reach the queue as one arrival)."""

@@ -1206,23 +1206,25 @@ async def test_d12_errors_outside_the_window_do_not_accumulate():
 BAD_VERSIONS = {"missing": _DROP, "2": 2, "0": 0, "true": True, "1.0": 1.0, "'1'": "1", "nil": None, "-1": -1}
 
 
-async def test_d13_missing_or_unsupported_version_after_handshake_closes_1008():
-    """After welcome, a frame without v == 1 closes 1008 "unsupported protocol version" at once
-    (no error reply), counts frames_closed{reason="bad_version"} once, and enqueues nothing."""
+async def test_d13_missing_or_unsupported_version_after_handshake_gets_error_then_1008():
+    """After welcome, a frame without v == 1 is answered error{bad_version} (ref nil), then closed 1008
+    "unsupported protocol version" at once, as during the handshake (§11); it counts
+    frames_closed{reason="bad_version"} once and enqueues nothing."""
     async with serving() as server:
         received = server.accounting()["received"]
         for name, version in BAD_VERSIONS.items():
             ws = await open_bot(server.url)
             before = server.metrics.by_label("frames_closed", "reason")
             await ws.send(_mutated(_batch_for(4, 2, seq=0), {"v": version}))
+            reply = await next_reply(ws)
+            assert (reply.code, reply.ref) == ("bad_version", None), name
             with pytest.raises(ConnectionClosed):
                 async with asyncio.timeout(timeout(10)):
-                    while True:
-                        message = decode_from_server(await ws.recv())
-                        assert not isinstance(message, Error), (name, message)
+                    await ws.recv()
             assert (ws.close_code, ws.close_reason) == (1008, "unsupported protocol version"), name
-            # No error message is sent, so it is counted among the closes, not the rejections.
+            # The connection ends on it: counted among the closes, not the (recoverable) rejections.
             assert delta(before, server.metrics.by_label("frames_closed", "reason")) == {"bad_version": 1}, name
+            assert server.metrics.counter("frames_rejected", code="bad_version") == 0
         assert server.accounting()["received"] == received
 
 

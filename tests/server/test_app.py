@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_reach
 from arena.games.tank.rewards import TANK_REWARD
-from bot_protocol import SUBPROTOCOL, Error, Hello, RewardMode, Welcome, decode_from_server, encode
+from bot_protocol import SUBPROTOCOL, Bye, Credit, Error, Hello, RewardMode, Welcome, decode_from_server, encode
 from bot_protocol.client import BlockingBotClient, BotClient, ClientConfig, HandshakeRejected
 from server import TrainerConfig
 from tests.conftest import reach_batch as batch
@@ -102,6 +102,29 @@ async def test_browser_origin_gets_403(aserver):
     with pytest.raises(InvalidStatus) as info:
         await connect(aserver.url, subprotocols=[SUBPROTOCOL], origin="https://evil.example")
     assert info.value.response.status_code == 403
+
+
+async def test_upgrades_websockets_refuses_are_counted_in_metrics(aserver):
+    """400 (no arena.v1), 403 (an Origin) and 426 (no upgrade) come from websockets' own checks; each is a
+    handshakes_rejected reason on /metrics (§1), like the refusals the server makes itself."""
+    with pytest.raises(InvalidStatus):
+        await connect(aserver.url)
+    with pytest.raises(InvalidStatus):
+        await connect(aserver.url, subprotocols=[SUBPROTOCOL], origin="https://evil.example")
+    base = aserver.url.replace("ws://", "http://")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        await asyncio.to_thread(urllib.request.urlopen, base + "/", timeout=5)
+    assert info.value.code == 426
+    info.value.close()
+
+    def scrape() -> str:
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as response:
+            return str(response.read().decode())
+
+    text = await asyncio.to_thread(scrape)
+    for reason in ("bad_request", "origin", "not_websocket"):
+        assert f'arena_handshakes_rejected{{reason="{reason}"}} 1\n' in text, reason
+    assert not aserver.sessions
 
 
 @pytest.mark.parametrize(
@@ -207,6 +230,38 @@ async def test_frames_beyond_credit_are_refused():
         await ws.close()
 
 
+async def test_a_credit_acknowledges_the_frames_it_pays_for(aserver):
+    """§3.3: six frames numbered 50-55 earn one credit whose ack is 55, however the server read them."""
+    ws, _ = await open_bot(aserver.url)
+    for seq in range(50, 56):
+        await ws.send(encode(batch(seq=seq)))
+    async with asyncio.timeout(timeout(5)):
+        reply = decode_from_server(await ws.recv())
+    assert reply == Credit(grant=6, ack=55)
+    await ws.close()
+
+
+async def test_a_burst_beyond_credit_gets_at_most_its_excess_refused(aserver):
+    """§6 rules 3 and 4: frames sent past the window without reading are refused no_credit unless credit the
+    server sent before reading them covers them: how many depends on how it read them, never more than the excess."""
+    ws, welcome = await open_bot(aserver.url)
+    burst = welcome.credit + 3
+    for seq in range(burst):
+        await ws.send(encode(batch(seq=seq)))
+    await ws.send(encode(Bye("done")))  # everything before it is answered first
+    replies = []
+    with pytest.raises(ConnectionClosed):
+        async with asyncio.timeout(timeout(5)):
+            while True:
+                replies.append(decode_from_server(await ws.recv()))
+    assert ws.close_code == 1000
+    refused = [m.code for m in replies if isinstance(m, Error)]
+    assert set(refused) <= {"no_credit"} and len(refused) <= burst - welcome.credit
+    assert aserver.accounting()["received"] == 4 * (burst - len(refused))
+    granted = sum(m.grant for m in replies if isinstance(m, Credit))
+    assert welcome.credit + granted - burst + len(refused) >= 0  # rule 4: what the bot holds in the end
+
+
 async def test_close_only_refusals_are_counted_apart_from_error_codes():
     """A text frame is closed 1003 with no error message: frames_closed{reason}, not frames_rejected{code}."""
     async with serving() as server:
@@ -233,8 +288,6 @@ async def test_close_only_refusals_are_counted_apart_from_error_codes():
 async def test_a_window_of_bad_frames_in_a_row_still_leaves_the_bot_able_to_send():
     """Rejected 'tr's spend credit and earn it back like accepted ones (§6): after a whole window of bad frames
     (under the error budget) the credit returned lets the bot send, and its next good frame is accepted."""
-    from bot_protocol import Credit
-
     async with serving() as server:
         ws, welcome = await open_bot(server.url)
         credit = welcome.credit

@@ -134,6 +134,24 @@ def steps(decision: Decision) -> int:
     return sum(arrival.steps for arrival in decision.queued)
 
 
+def planted(seq: int = 1, **faults: Any) -> bytes:
+    """``tr(seq)`` with fields replaced on the wire: the faults a test plants."""
+    wire = msgpack.unpackb(tr(seq), raw=False)
+    wire.update(faults)
+    return msgpack.packb(wire, use_bin_type=True)
+
+
+SHORT_OBS = {"obs": b"\x00" * 12}  # 4 rows of obs_dim 3 need 48 bytes
+SHORT_EPISODE = {"episode": b"\x00" * 4}
+BAD_FLAG = {"flags": bytes([3, 0, 0, 0])}
+BAD_AGENT = {"agent": np.array([0, 1, AGENTS, 0], "<u4").tobytes()}
+BAD_SEQ = {"seq": -1}
+NAN_REW = {"rew": np.array([1.0, np.nan, 1.0, 1.0], "<f4").tobytes()}
+BIG_OBS = {"obs": np.full(4 * OBS, 2e6, "<f4").tobytes()}
+REPLAYED = {"seq": 0}  # seq 0 is accepted first
+NEWER = {"ver": CURRENT[1] + 1}
+
+
 # ── the handshake (§5.1, §3.1) ────────────────────────────────────────────────
 
 
@@ -252,17 +270,28 @@ def test_credit_goes_back_in_one_message_once_three_quarters_of_the_window_are_o
     first = bot.receive([tr(s) for s in range(5)], CURRENT)
     assert credits(first) == []  # 5 owed: below the mark
     second = bot.receive([tr(5)], CURRENT)
-    assert credits(second) == [Credit(grant=6, ack=4)]  # ack: the highest seq accepted before this group
+    assert credits(second) == [Credit(grant=6, ack=5)]  # ack: the highest seq accepted, this group's included
     assert bot.session.credit.available == welcome.credit - 6 + 6
 
 
-def test_credit_is_paid_before_the_frames_it_pays_for_are_answered():
-    """Credit goes back as soon as frames are read (§6): a whole window refused for a version never published
-    is owed like a window of accepted frames, and its credit message comes before its errors."""
+def test_the_ack_of_a_credit_counts_every_frame_it_pays_for():
+    """§3.3: ``ack`` is the highest seq accepted among the frames answered before the credit; a first group
+    of seqs 50-55 is acknowledged 55, not 0 (credit once went out before its group was checked)."""
+    bot, _, _ = connect()
+    assert credits(bot.receive([tr(s) for s in range(50, 56)], CURRENT)) == [Credit(grant=6, ack=55)]
+    bot, _, _ = connect()
+    decision = bot.receive([tr(s) for s in range(50, 55)] + [tr(55, rew=float("nan"))], CURRENT)
+    assert [type(m).__name__ for m in replies(decision)] == ["Error", "Credit"]
+    assert errors(decision) == [("nonfinite", 55)] and credits(decision) == [Credit(grant=6, ack=54)]
+
+
+def test_credit_comes_after_the_answers_to_the_frames_it_pays_for():
+    """§6: a whole window refused for a version never published is owed like a window of accepted frames;
+    its credit message follows its errors, and acknowledges nothing (0) since nothing was accepted."""
     bot, _, welcome = connect()
     decision = bot.receive([tr(s, version=99) for s in range(welcome.credit)], CURRENT)
     kinds = [type(m).__name__ for m in replies(decision)]
-    assert kinds == ["Credit"] + ["Error"] * welcome.credit
+    assert kinds == ["Error"] * welcome.credit + ["Credit"]
     assert credits(decision) == [Credit(grant=welcome.credit, ack=0)]
     assert not decision.queued and decision.close is None
 
@@ -281,15 +310,42 @@ def test_a_tr_beyond_the_credit_is_refused_no_credit_and_spends_nothing():
     assert account.available == welcome.credit + 0 - sent + refused
 
 
-def test_a_tr_read_at_zero_credit_passes_once_the_frames_before_it_earned_credit_back():
-    """A window refused for a version never published is answered before the next frame is looked at;
-    its first rejection pays the window back, so the frame after it has credit again."""
+def test_credit_earned_within_a_read_lets_no_frame_of_that_read_through():
+    """The read's one grant point comes after all of it is answered: a window refused for a version never
+    published, and a frame past it, read together, get their errors and no_credit, then the window back."""
     bot, metrics, welcome = connect()
     decision = bot.receive([tr(s, version=99) for s in range(welcome.credit)] + [tr(welcome.credit)], CURRENT)
-    assert [code for code, _ in errors(decision)] == ["bad_field"] * welcome.credit
+    assert [code for code, _ in errors(decision)] == ["bad_field"] * welcome.credit + ["no_credit"]
+    assert [type(m).__name__ for m in replies(decision)][-1] == "Credit"
     assert credits(decision) == [Credit(grant=welcome.credit, ack=0)]
-    assert steps(decision) == 4 and metrics.counter("frames_rejected", code="no_credit") == 0
-    assert bot.session.last_seq == welcome.credit
+    assert steps(decision) == 0 and metrics.counter("frames_rejected", code="no_credit") == 1
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["room", "full"])
+@pytest.mark.parametrize("reads", [(11,), (5, 6), (6, 5), (8, 3), (1,) * 11], ids=["one", "5+6", "6+5", "8+3", "singly"])
+def test_a_tr_is_refused_no_credit_exactly_when_the_credit_sent_before_it_is_used_up(reads: tuple[int, ...], full: bool):
+    """§6 rule 3: a bot that reads every answer to one read before its next frames arrive (no credit in
+    flight) holds exactly the server's count, so a frame is refused no_credit exactly when the bot's own
+    credit (rule 4) was 0 as it sent it, however a burst past the window was split into reads."""
+    bot, _, welcome = connect(queue=FullQueue(1 << 30) if full else None)
+    frames = [tr(s) for s in range(welcome.credit + 3)]
+    held = welcome.credit  # the bot's credit by rule 4, from the answers it has read
+    expected: list[bool] = []
+    refused: list[bool] = []
+    start = 0
+    for size in reads:
+        for _ in range(size):
+            expected.append(held <= 0)
+            held -= 1
+        decision = bot.receive(frames[start : start + size], CURRENT)
+        start += size
+        codes = [code for code, _ in errors(decision)]
+        assert set(codes) <= {"no_credit"}
+        refused += [False] * (size - len(codes)) + [True] * len(codes)  # once out of credit, the rest of the read
+        held += sum(credit.grant for credit in credits(decision)) + len(codes)
+    assert refused == expected
+    assert refused.count(True) == (3 if full or reads in ((11,), (5, 6)) else 0)
+    assert bot.session.credit.available == held  # rule 4: the bot's count is the server's
 
 
 def test_withheld_credit_comes_back_after_the_next_drain_whatever_is_owed():
@@ -302,28 +358,55 @@ def test_withheld_credit_comes_back_after_the_next_drain_whatever_is_owed():
     assert (session.credit.available, session.credit.owed, session.credit.withheld) == (8, 0, False)
 
 
-def test_frames_just_read_count_as_queued_so_a_group_that_fills_the_queue_earns_no_credit():
+def test_a_group_that_fills_the_queue_earns_no_credit():
     queue = WatchedQueue(1 << 30, credit_steps=24)
     bot, _, _ = connect(queue=queue)
     decision = bot.receive([tr(s) for s in range(6)], CURRENT)  # 6 owed, but their 24 steps reach the mark
     assert credits(decision) == [] and bot.session.credit.withheld
     assert steps(decision) == 24 and queue.steps == 24
-    assert queue.asked == [(0, 24)]
+    assert queue.asked == [(24, 0)]  # asked once the group was queued
 
 
-def test_a_rejected_frame_is_a_grant_point_that_sees_what_this_decision_queued():
+def test_the_grant_point_of_a_read_sees_everything_it_queued():
     queue = WatchedQueue(1 << 30)
     bot, _, _ = connect(queue=queue)
     bot.receive([tr(s) for s in range(5)], CURRENT)
     queue.asked.clear()
     decision = bot.receive([tr(5), tr(6), encode(Hello("again", OBS, ACT)), tr(7)], CURRENT)
+    assert [type(m).__name__ for m in replies(decision)] == ["Error", "Credit"]
     assert errors(decision) == [("unexpected", None)]
-    assert credits(decision) == [Credit(grant=7, ack=6)]  # at the hello's rejection: 7 owed
-    assert queue.asked == [(20 + 8, 0), (20 + 8, 4)]  # at the rejection, seqs 5 and 6 were on the queue already
+    assert credits(decision) == [Credit(grant=8, ack=7)]
+    assert queue.asked == [(20 + 12, 0)]  # asked once, with seqs 5, 6 and 7 on the queue
     assert steps(decision) == 12 and queue.steps == 20 + 12
 
 
 # ── sequence numbers (§7.1 duplicate) and versions (§8) ─────────────────────
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [tr(1, rew=float("nan")), tr(1, version=99), planted(1, **SHORT_OBS), planted(1, **BAD_AGENT)],
+    ids=["nonfinite", "newer", "shape", "agent"],
+)
+def test_the_frame_after_a_refused_one_is_no_seq_gap(refused: bytes):
+    """A refused frame's seq was seen: seq 2 after a refused seq 1 skipped nothing, alone or in a group."""
+    for reads in ([[tr(0), refused, tr(2)]], [[tr(0)], [refused], [tr(2)]]):
+        bot, metrics, _ = connect()
+        for frames in reads:
+            bot.receive(frames, CURRENT)
+        assert bot.session.last_seq == 2
+        assert metrics.counter("seq_gaps") == 0 and metrics.counter("seq_gap_frames") == 0
+    bot, metrics, _ = connect()
+    bot.receive([tr(0), refused, tr(4)], CURRENT)  # 2 and 3 were never seen
+    assert metrics.counter("seq_gaps") == 1 and metrics.counter("seq_gap_frames") == 2
+
+
+def test_a_frame_refused_no_credit_is_seen_too():
+    bot, metrics, welcome = connect(queue=FullQueue(1 << 30))
+    bot.receive([tr(s) for s in range(welcome.credit + 1)], CURRENT)  # the last is refused no_credit
+    assert len(list(withheld_credit([bot.session], queue_full=False))) == 1  # the trainer caught up
+    decision = bot.receive([tr(welcome.credit + 1)], CURRENT)
+    assert steps(decision) == 4 and metrics.counter("seq_gaps") == 0
 
 
 def test_a_replayed_or_older_seq_is_refused_duplicate_and_never_queued_twice():
@@ -385,6 +468,48 @@ def test_a_long_group_with_a_bad_value_is_answered_in_one_pass():
     assert len(decision.queued) == window - 1 and metrics.counter("frame_groups") == window - 1
 
 
+# ── the validation order (§3.7.3) ────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("faults", "code", "field"),
+    [
+        ({**BAD_AGENT, **SHORT_OBS}, "shape", "'obs'"),  # structure, then values
+        ({**NAN_REW, **SHORT_OBS}, "shape", "'obs'"),
+        ({**BAD_SEQ, **SHORT_OBS}, "shape", "'obs'"),  # the columns' lengths, then seq, gen, ver
+        ({**SHORT_EPISODE, **SHORT_OBS}, "shape", "'obs'"),  # episode last of the structure
+        ({**BAD_SEQ, **SHORT_EPISODE}, "bad_field", "'seq'"),
+        ({**BAD_FLAG, **SHORT_OBS}, "bad_field", "'flags'"),  # flags before the float columns
+        ({**BAD_AGENT, **NAN_REW}, "bad_field", "'agent'"),  # agent ids first of the values
+        ({**BIG_OBS, **NAN_REW}, "range", "'obs'"),  # float columns in wire order
+        ({**NAN_REW, **REPLAYED}, "nonfinite", "'rew'"),  # values, then the connection's checks
+        ({**NAN_REW, **NEWER}, "nonfinite", "'rew'"),
+        ({**REPLAYED, **NEWER}, "duplicate", "seq 0"),  # a replay before a version never published
+    ],
+)
+@pytest.mark.parametrize("company", ["alone", "good", "bad"])
+def test_a_frame_with_two_faults_gets_the_first_in_the_documented_order(
+    faults: dict[str, Any], code: str, field: str, company: str
+):
+    """Whatever arrived with it (nothing, a good frame, a frame with a bad value), a frame gets the same answer."""
+    bot, _, _ = connect()
+    assert steps(bot.receive([tr(0)], CURRENT)) == 4
+    frame = planted(**faults)
+    others = {"alone": [], "good": [tr(7)], "bad": [tr(7, rew=float("inf"))]}[company]
+    decision = bot.receive([frame, *others], CURRENT)
+    seq = msgpack.unpackb(frame, raw=False)["seq"]
+    answers = [m for m in replies(decision) if isinstance(m, Error)]
+    assert (answers[0].code, answers[0].ref) == (code, seq if seq >= 0 else None)
+    assert field in answers[0].msg
+    assert len(answers) == 1 + (company == "bad")
+
+
+def test_credit_is_checked_before_anything_else():
+    bot, _, welcome = connect(queue=FullQueue(1 << 30))
+    decision = bot.receive([tr(s) for s in range(welcome.credit)] + [planted(99, **BAD_AGENT, **SHORT_OBS)], CURRENT)
+    assert errors(decision) == [("no_credit", None)]
+
+
 # ── malformed frames and the error budget (§7.1) ─────────────────────────────
 
 
@@ -409,6 +534,30 @@ def test_structural_errors_name_the_seq_and_free_messages_cost_nothing():
     assert metrics.counter_total("frames_rejected") == 3
 
 
+def test_an_undecodable_frame_spends_no_credit():
+    """§6 rules 2 and 4, §7.1: the server cannot tell an undecodable frame was meant as a 'tr', so it spends nothing."""
+    bot, _, welcome = connect()
+    decision = bot.receive([tr(0), tr(1)[:-1], tr(1)], CURRENT)  # the second is cut short: no msgpack map
+    assert errors(decision) == [("undecodable", None)] and steps(decision) == 8
+    account = bot.session.credit
+    # rule 4: welcome.credit + grants - tr sent + tr answered no_credit or undecodable
+    assert account.available == welcome.credit + 0 - 3 + 1 and account.owed == 2
+
+
+def test_seqs_past_2_to_the_53_come_back_exactly_in_ack_and_ref():
+    """§3: ``ack`` and ``ref`` echo the bot's own seq over the whole u64 range, as uint64 (a JavaScript
+    number would round them), and small values in their shortest form."""
+    top = 2**64 - 1
+    bot, _, _ = connect()
+    decision = bot.receive([tr(s) for s in range(top - 5, top + 1)], CURRENT)
+    assert credits(decision) == [Credit(grant=6, ack=top)]
+    assert decision.replies[-1].endswith(b"\xa3ack\xcf" + top.to_bytes(8, "big"))
+    refused = bot.receive([tr(2**53 + 1)], CURRENT)
+    assert errors(refused) == [("duplicate", 2**53 + 1)]
+    small, _, _ = connect()
+    assert small.receive([tr(s) for s in range(6)], CURRENT).replies[-1].endswith(b"\xa3ack\x05")
+
+
 def test_the_error_that_exhausts_the_budget_is_sent_then_close_1008():
     clock = Clock()
     bot, metrics, _ = connect(ServerConfig(error_budget=4, error_window=60.0), clock=clock)
@@ -425,11 +574,13 @@ def test_the_error_that_exhausts_the_budget_is_sent_then_close_1008():
 
 
 def test_errors_in_a_group_stop_at_the_one_that_exhausts_the_budget():
+    """Each frame is answered as if it had come alone: the one before the errors is kept, the one after the
+    closing error is never looked at."""
     bot, _, _ = connect(ServerConfig(error_budget=2))
     decision = bot.receive([tr(0), tr(0), tr(0), tr(1)], CURRENT)
     assert errors(decision) == [("duplicate", 0), ("duplicate", 0)]
     assert decision.close == Close(CloseCode.POLICY_VIOLATION, "too many errors")
-    assert not decision.queued  # the group was never queued
+    assert [a.batch.seq for a in decision.queued if a.batch is not None] == [0]
 
 
 def test_the_third_undecodable_frame_closes_1008_without_an_error():
@@ -441,12 +592,14 @@ def test_the_third_undecodable_frame_closes_1008_without_an_error():
     assert metrics.counter("frames_rejected", code="undecodable") == 2
 
 
-def test_another_protocol_version_after_the_hello_closes_1008_without_an_error():
+def test_another_protocol_version_after_the_hello_gets_bad_version_then_close_1008():
+    """§11: as during the handshake, the error says why, then the close; what came before is kept."""
     bot, metrics, _ = connect()
-    decision = bot.receive([tr(0), msgpack.packb({"v": 2, "t": "tr"})], CURRENT)
-    assert steps(decision) == 4 and not errors(decision)
+    decision = bot.receive([tr(0), msgpack.packb({"v": 2, "t": "tr"}), tr(1)], CURRENT)
+    assert steps(decision) == 4 and errors(decision) == [("bad_version", None)]
     assert decision.close == Close(CloseCode.POLICY_VIOLATION, "unsupported protocol version")
     assert metrics.counter("frames_closed", reason="bad_version") == 1
+    assert metrics.counter_total("frames_rejected") == 0
 
 
 def test_bye_closes_1000_after_what_came_before_it_is_queued():
