@@ -4,6 +4,7 @@ This package never imports torch or the server: a bot needs only numpy, msgpack 
 websockets. ``docs/protocol.md`` is the contract it implements.
 """
 
+from .actions import ActionSpace
 from .batching import Step, StepRecorder
 from .codec import decode_from_bot, decode_from_server, encode
 from .errors import CloseCode, ErrorCode, ProtocolError
@@ -33,6 +34,7 @@ __all__ = [
     "N_REWARD_TERMS",
     "PROTOCOL_VERSION",
     "SUBPROTOCOL",
+    "ActionSpace",
     "Architecture",
     "Bye",
     "CloseCode",
