@@ -23,7 +23,7 @@ from .messages import (
     Weights,
     Welcome,
 )
-from .policy import Policy
+from .policy import MixedAction, Policy
 from .policy_id import PolicyId
 from .tensors import decode_tensors, encode_tensors
 from .transitions import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, TransitionBatch, TransitionHeader, assemble_batches
@@ -44,6 +44,7 @@ __all__ = [
     "Hello",
     "Limits",
     "Message",
+    "MixedAction",
     "Policy",
     "PolicyId",
     "ProtocolError",
