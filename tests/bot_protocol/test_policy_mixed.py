@@ -115,6 +115,31 @@ def test_log_prob_of_given_legal_actions_matches_torch(name):
     close(policy.log_prob(obs, actions, dact=dact, mask=mask), torch_reference(policy, obs, actions, dact, mask)[0])
 
 
+@pytest.mark.parametrize("name", list(SPACES))
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_matches_the_trainers_mixed_actor(name, activation):
+    """The trainer's MixedActor, exported and loaded here, scores the bot's packed actions as the bot did (1e-6)."""
+    from agents.networks import MixedActor
+
+    space = SPACES[name]
+    torch.manual_seed(0)
+    actor = MixedActor(OBS, space.continuous, space.branches, (16, 8), activation, -0.5, -3.0, 0.5)
+    with torch.no_grad():
+        for p in actor.net.parameters():
+            p.add_(0.5 * torch.randn(p.shape))  # logits of order 1, not the near-uniform ones of a fresh head
+    arch, tensors = actor.export()
+    policy = Policy(Architecture.from_mapping(arch), tensors)
+    rng = np.random.default_rng(1)
+    obs = rng.standard_normal((256, OBS)).astype(np.float32)
+    mask = random_mask(space, 256, rng)
+    acted = policy.act(obs, rng, mask=mask)
+    block = torch.from_numpy(space.pack(acted.actions, acted.dact, mask))
+    with torch.no_grad():
+        expected = actor.log_prob_and_entropy(actor(torch.from_numpy(obs)), *actor.split_actions(block))
+    close(acted.logp, expected.logp.numpy())
+    close(policy.entropy(obs, mask), expected.entropy.numpy())
+
+
 def test_a_forbidden_action_has_log_prob_minus_infinity():
     space = SPACES["discrete"]
     policy = make_policy(space)
