@@ -132,8 +132,10 @@ class ActionSpace:
         return block[:, :c], block[:, c : c + nb].astype(np.int64), block[:, c + nb :] != 0
 
     def check_actions(self, dact: NDArray[Any]) -> None:
-        """Refuse a discrete action beyond its branch (``bad_action``); ``dact`` is (n, n_branches)."""
+        """Refuse a discrete action beyond its branch, or below 0 (``bad_action``); ``dact`` is (n, n_branches)."""
         over = dact >= _sizes(self.branches)
+        if dact.dtype.kind == "i":  # a bot's own integers (the wire's are unsigned)
+            over |= dact < 0
         if over.any():
             row, branch = np.argwhere(over)[0]
             raise ProtocolError(

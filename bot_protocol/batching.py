@@ -19,7 +19,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .actions import ActionSpace
-from .errors import ErrorCode, ProtocolError
 from .messages import RewardMode
 from .policy_id import PolicyId
 from .transitions import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, TransitionBatch
@@ -166,8 +165,6 @@ class StepRecorder:
                 taken = taken.reshape(n, space.n_branches)
             except ValueError:
                 raise ValueError(f"dact has shape {taken.shape}, expected {(n, space.n_branches)}") from None
-        if (taken < 0).any():
-            raise ProtocolError(ErrorCode.BAD_ACTION, "dact holds a negative action")
         flags = None if mask is None else space.mask_of(mask, n)
         space.check(taken, flags)
         row: dict[str, NDArray[np.generic]] = {"dact": taken.astype(np.uint32)}

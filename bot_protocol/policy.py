@@ -269,7 +269,8 @@ class Policy:
         """Log-density of ``actions`` under the diagonal Gaussian, summed over action dims.
 
         ``mixed_mlp``: plus, for each branch, the log-prob of ``dact``'s action under the
-        categorical that ``mask`` leaves (``-inf`` for a forbidden one).
+        categorical that ``mask`` leaves (``-inf`` for a forbidden one); an action outside its
+        branch is ``bad_action``.
         """
         if not self.mixed:
             return self._gaussian_log_prob(actions, self.mean(obs) if mean is None else mean)
@@ -279,6 +280,7 @@ class Policy:
         cont = self._space.continuous
         logp = self._gaussian_log_prob(actions, y[:, :cont] if mean is None else mean)
         taken = np.asarray(dact, np.int64).reshape(len(y), self._space.n_branches)
+        self._space.check_actions(taken)
         for b, branch in enumerate(self._branch_logits(y, mask)):
             logp += _picked(categorical.log_softmax(branch), taken[:, b])
         return logp

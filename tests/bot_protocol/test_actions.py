@@ -96,6 +96,7 @@ def test_value_checks_raise_the_wire_codes():
     MIXED.check(good, None)
     assert _code(lambda: MIXED.check(np.array([[3, 0, 0], [0, 0, 0]], np.uint32), mask)) is ErrorCode.BAD_ACTION
     assert _code(lambda: MIXED.check(np.array([[0, 1, 0], [0, 0, 0]], np.uint32), None)) is ErrorCode.BAD_ACTION
+    assert _code(lambda: MIXED.check(np.array([[0, 0, -1], [0, 0, 0]], np.int64), None)) is ErrorCode.BAD_ACTION
     two = mask.copy()
     two[1, 5] = 2
     assert _code(lambda: MIXED.check(good, two)) is ErrorCode.BAD_MASK

@@ -146,6 +146,10 @@ def test_a_forbidden_action_has_log_prob_minus_infinity():
     mask = np.array([[True, False, True, True, True, True]])
     logp = policy.log_prob(np.zeros((1, OBS), np.float32), np.zeros((1, 0), np.float32), dact=[[1]], mask=mask)
     assert logp.tolist() == [-np.inf]
+    for outside in (6, -1):
+        with pytest.raises(ProtocolError) as info:
+            policy.log_prob(np.zeros((1, OBS), np.float32), np.zeros((1, 0), np.float32), dact=[[outside]])
+        assert info.value.code is ErrorCode.BAD_ACTION
 
 
 def test_gaussian_policy_entropy_matches_torch():
