@@ -4,6 +4,7 @@ This package never imports torch or the server: a bot needs only numpy, msgpack 
 websockets. ``docs/protocol.md`` is the contract it implements.
 """
 
+from .actions import ActionSpace
 from .batching import Step, StepRecorder
 from .codec import decode_from_bot, decode_from_server, encode
 from .errors import CloseCode, ErrorCode, ProtocolError
@@ -22,7 +23,7 @@ from .messages import (
     Weights,
     Welcome,
 )
-from .policy import Policy
+from .policy import MixedAction, Policy
 from .policy_id import PolicyId
 from .tensors import decode_tensors, encode_tensors
 from .transitions import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, TransitionBatch, TransitionHeader, assemble_batches
@@ -33,6 +34,7 @@ __all__ = [
     "N_REWARD_TERMS",
     "PROTOCOL_VERSION",
     "SUBPROTOCOL",
+    "ActionSpace",
     "Architecture",
     "Bye",
     "CloseCode",
@@ -42,6 +44,7 @@ __all__ = [
     "Hello",
     "Limits",
     "Message",
+    "MixedAction",
     "Policy",
     "PolicyId",
     "ProtocolError",

@@ -5,7 +5,9 @@ with one :class:`Step` (a row per agent); the recorder assigns episode ids, keep
 columns (``next_obs`` for truncated steps, ``score`` for ended steps) in row order,
 and hands back a :class:`~bot_protocol.transitions.TransitionBatch` when enough rows
 have piled up. Every batch carries exactly one policy identity, so rows acted with
-different weights are never mixed.
+different weights are never mixed. A bot acting in discrete branches records each row's
+``dact`` and, when it masks actions, its ``mask``; they are checked here as the server checks
+them, so a bad one surfaces in the bot with the code the server would answer.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .actions import ActionSpace
 from .messages import RewardMode
 from .policy_id import PolicyId
 from .transitions import FLAG_TERMINAL, FLAG_TRUNCATED, N_REWARD_TERMS, TransitionBatch
@@ -29,8 +32,10 @@ class Step(NamedTuple):
     Every array has one row per agent of ``agents`` (default: all, in order). ``reward``
     (scalar mode) or ``terms`` (terms mode, ``(n, 5)``) is required. ``next_obs`` is required
     when any agent is truncated; ``score`` is required in terms mode when any agent ended;
-    rows of other agents in these two arrays are ignored. A ``NamedTuple`` because it is
-    built and unpacked once per tick on the bot's hot path, which a tuple does in one step.
+    rows of other agents in these two arrays are ignored. ``dact`` is required, and ``mask``
+    allowed, only when the bot acts in discrete branches; ``actions`` may then be ``None``
+    when it has no continuous dims. A ``NamedTuple`` because it is built and unpacked once
+    per tick on the bot's hot path, which a tuple does in one step.
     """
 
     obs: ArrayLike
@@ -45,6 +50,10 @@ class Step(NamedTuple):
     next_obs: ArrayLike | None = None
     score: ArrayLike | None = None
     agents: ArrayLike | None = None
+    dact: ArrayLike | None = None
+    """(n, n_branches): the action each agent took in each discrete branch."""
+    mask: ArrayLike | None = None
+    """(n, sum(branches)), bools or 0/1: the actions that were legal (absent: all of them)."""
 
 
 class StepRecorder:
@@ -53,12 +62,22 @@ class StepRecorder:
     Args:
         obs_dim, act_dim, n_agents, reward: the shapes declared in ``hello``.
         batch_steps: rows per batch; :meth:`record` returns a batch once this many are held.
+        branches: the discrete branches declared in ``hello`` (none: a continuous-only bot).
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, n_agents: int, reward: RewardMode, batch_steps: int = 64) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        n_agents: int,
+        reward: RewardMode,
+        batch_steps: int = 64,
+        branches: tuple[int, ...] = (),
+    ) -> None:
         if batch_steps < 1:
             raise ValueError(f"batch_steps must be >= 1, got {batch_steps}")
         self.obs_dim, self.act_dim, self.n_agents, self.reward = obs_dim, act_dim, n_agents, reward
+        self.space = ActionSpace(act_dim, branches)
         self.batch_steps = batch_steps
         self.episode = np.zeros(n_agents, dtype=np.uint32)
         self._identity: PolicyId | None = None
@@ -79,12 +98,15 @@ class StepRecorder:
 
         Raises:
             ValueError: on a shape or mode mismatch (a bug in the bot, caught before the wire).
+            ProtocolError: ``bad_action``, ``bad_mask`` or ``illegal_action``: a ``dact`` or
+                ``mask`` the server would refuse (nothing of the step is recorded).
         """
-        obs, actions, logp, reward, terms, terminal, truncated, next_obs, score, agents = step
+        obs, actions, logp, reward, terms, terminal, truncated, next_obs, score, agents, dact, mask = step
         ids = self._all_agents if agents is None else np.asarray(agents, dtype=np.uint32)
         n = len(ids)
         obs_a = _rows(obs, (n, self.obs_dim), "obs")
-        act_a = _rows(actions, (n, self.act_dim), "actions")
+        act_a = _rows(np.zeros((n, 0)) if actions is None and not self.act_dim else actions, (n, self.act_dim), "actions")
+        discrete = self._discrete(dact, mask, n)
         logp_a = _rows(logp, (n,), "logp")
         term = np.zeros(n, bool) if terminal is None else np.asarray(terminal, dtype=bool).reshape(n)
         trunc = np.zeros(n, bool) if truncated is None else np.asarray(truncated, dtype=bool).reshape(n)
@@ -97,6 +119,7 @@ class StepRecorder:
             "act": act_a,
             "logp": logp_a,
             "flags": flags,
+            **discrete,
         }
         if self.reward is RewardMode.SCALAR:
             if reward is None or terms is not None:
@@ -127,6 +150,28 @@ class StepRecorder:
             out = self.flush()
         return out
 
+    def _discrete(self, dact: ArrayLike | None, mask: ArrayLike | None, n: int) -> dict[str, NDArray[np.generic]]:
+        """A step's ``dact`` (and ``mask``) rows as the wire's integers, checked; none for a continuous-only bot."""
+        space = self.space
+        if not space.branches:
+            if dact is not None or mask is not None:
+                raise ValueError("dact= and mask= are for bots whose hello lists discrete branches")
+            return {}
+        if dact is None:
+            raise ValueError(f"dact= ({n}, {space.n_branches}) is required: this bot acts in discrete branches")
+        taken = np.array(dact, dtype=np.int64)  # a copy, like every recorded row
+        if taken.shape != (n, space.n_branches):
+            try:
+                taken = taken.reshape(n, space.n_branches)
+            except ValueError:
+                raise ValueError(f"dact has shape {taken.shape}, expected {(n, space.n_branches)}") from None
+        flags = None if mask is None else space.mask_of(mask, n)
+        space.check(taken, flags)
+        row: dict[str, NDArray[np.generic]] = {"dact": taken.astype(np.uint32)}
+        if flags is not None:
+            row["mask"] = flags
+        return row
+
     def flush(self) -> TransitionBatch | None:
         """Cut every held row into one batch (``seq`` 0: the client stamps it when sending)."""
         if not self._held:
@@ -153,6 +198,8 @@ class StepRecorder:
             terms=cat("terms", (0, N_REWARD_TERMS)) if self.reward is RewardMode.TERMS else None,
             next_obs=cat("next_obs", (0, self.obs_dim)),
             score=cat("score", (0,)) if self.reward is RewardMode.TERMS else None,
+            dact=np.concatenate([r["dact"] for r in rows]) if self.space.branches else None,
+            mask=_joined_masks([(len(r["agent"]), r.get("mask")) for r in rows]),
         )
 
 
@@ -198,6 +245,8 @@ def split_batch(batch: TransitionBatch, max_rows: int) -> list[TransitionBatch]:
                 terms=None if batch.terms is None else batch.terms[rows],
                 next_obs=None if batch.next_obs is None else batch.next_obs[t0:t1],
                 score=None if batch.score is None else batch.score[e0:e1],
+                dact=None if batch.dact is None else batch.dact[rows],
+                mask=None if batch.mask is None else batch.mask[rows],
             )
         )
     return pieces
@@ -232,4 +281,18 @@ def concat_batches(batches: list[TransitionBatch]) -> TransitionBatch:
         terms=cat("terms"),
         next_obs=cat("next_obs"),
         score=cat("score"),
+        dact=None if first.dact is None else np.concatenate([b.dact for b in batches]),
+        mask=_joined_masks([(b.n, b.mask) for b in batches]),
     )
+
+
+def _joined_masks(parts: list[tuple[int, NDArray[np.generic] | None]]) -> NDArray[np.uint8] | None:
+    """Parts' ``mask`` rows in order, all ones (every action legal) for a part of ``n`` rows without one.
+
+    ``None`` when no part has a mask: the frame then sends none, and the server reads all ones.
+    """
+    present = [mask for _, mask in parts if mask is not None]
+    if not present:
+        return None
+    width = present[0].shape[1]
+    return np.concatenate([np.ones((n, width), np.uint8) if mask is None else mask for n, mask in parts])

@@ -28,6 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from .actions import ActionSpace
 from .batching import Step, StepRecorder, split_batch
 from .codec import decode_from_server, encode
 from .errors import CloseCode, ErrorCode, ProtocolError
@@ -57,6 +58,8 @@ class ClientConfig:
     act_dim: int
     n_agents: int = 1
     reward: RewardMode = RewardMode.SCALAR
+    branches: tuple[int, ...] = ()
+    """Sizes of the discrete branches the run acts in (none: continuous only; ``act_dim`` may then be 0)."""
     token: str | None = None
     """Bearer token sent in the handshake's ``Authorization`` header."""
     batch_steps: int = 64
@@ -81,14 +84,20 @@ class ClientConfig:
     def __post_init__(self) -> None:
         if not self.url.startswith(("ws://", "wss://")):
             raise ValueError(f"url must start with ws:// or wss://, got {self.url!r}")
-        for name in ("obs_dim", "act_dim", "n_agents", "batch_steps"):
+        for name in ("obs_dim", "n_agents", "batch_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        ActionSpace(self.act_dim, self.branches)  # raises ValueError for a space no run can have
         if self.backoff_initial <= 0 or self.backoff_factor < 1 or self.backoff_max < self.backoff_initial:
             raise ValueError("backoff needs initial > 0, factor >= 1 and max >= initial")
 
     def hello(self) -> Hello:
-        return Hello(self.name, self.obs_dim, self.act_dim, self.n_agents, self.reward, CLIENT_NAME)
+        return Hello(self.name, self.obs_dim, self.act_dim, self.n_agents, self.reward, CLIENT_NAME, tuple(self.branches))
+
+    @property
+    def actions(self) -> ActionSpace:
+        """The action space this bot declares in ``hello``."""
+        return ActionSpace(self.act_dim, self.branches)
 
 
 @dataclass
@@ -344,8 +353,12 @@ class BotClient:
             if explore is None and current is not None:
                 explore = current.explore
             policy = Policy.from_weights(weights, explore)
-            if policy.obs_dim != self.config.obs_dim or policy.act_dim != self.config.act_dim:
-                raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"sizes {policy.obs_dim}→{policy.act_dim} do not match this bot")
+            if policy.obs_dim != self.config.obs_dim or policy.actions != self.config.actions:
+                raise ProtocolError(
+                    ErrorCode.BAD_WEIGHTS,
+                    f"sizes {policy.obs_dim}→{policy.actions.describe()} do not match this bot "
+                    f"({self.config.obs_dim}→{self.config.actions.describe()})",
+                )
         except ProtocolError as exc:
             self.stats.weights_rejected += 1
             logger.warning("rejected weights: %s", exc.message)
@@ -375,6 +388,12 @@ class BlockingBotClient:
 
     :meth:`record` sends a batch every ``batch_steps`` rows; it blocks only when the
     server has granted no credit (the trainer is behind), which is the backpressure.
+
+    A bot acting in discrete branches (``branches`` in its config) gets the discrete actions
+    too, and records them with the mask it acted under::
+
+        actions, logp, dact = bot.act(obs, mask=legal)
+        bot.record(obs, actions, logp, dact=dact, mask=legal, reward=reward, ...)
     """
 
     def __init__(self, config: ClientConfig, seed: int | None = None) -> None:
@@ -383,7 +402,9 @@ class BlockingBotClient:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"bot-{config.name}", daemon=True)
         self._client = BotClient(config)
-        self._recorder = StepRecorder(config.obs_dim, config.act_dim, config.n_agents, config.reward, config.batch_steps)
+        self._recorder = StepRecorder(
+            config.obs_dim, config.act_dim, config.n_agents, config.reward, config.batch_steps, tuple(config.branches)
+        )
         self._acting: Policy | None = None
         self._pending: Any = None  # concurrent.futures.Future of the send in flight
 
@@ -417,15 +438,17 @@ class BlockingBotClient:
             self._thread.start()
         self._run(self._client.connect())
 
-    def act(self, obs: ArrayLike, deterministic: bool = False) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    def act(self, obs: ArrayLike, deterministic: bool = False, mask: ArrayLike | None = None) -> tuple[NDArray[Any], ...]:
         """Actions and log-probs for every agent's observation, with the newest weights.
 
-        The policy used is remembered so the next :meth:`record` stamps its version.
+        ``(actions, logp)``, or with discrete branches ``(actions, logp, dact)`` drawn among the
+        actions ``mask`` allows (see :meth:`Policy.act`). The policy used is remembered so the
+        next :meth:`record` stamps its version.
         """
         policy = self.policy
         self._acting = policy
         obs_a = np.asarray(obs, dtype=np.float32).reshape(-1, self.config.obs_dim)
-        return policy.act(obs_a, self.rng, deterministic)
+        return policy.act(obs_a, self.rng, deterministic, mask)
 
     def record(self, obs: ArrayLike, actions: ArrayLike, logp: ArrayLike, **step: Any) -> None:
         """Record one step per agent: the keywords are :class:`~bot_protocol.batching.Step`'s other fields."""

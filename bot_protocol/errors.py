@@ -23,6 +23,9 @@ class ErrorCode(enum.StrEnum):
     SHAPE = "shape"  # an array's byte length or dimension disagrees with the spec
     NONFINITE = "nonfinite"  # NaN or Inf in a float field
     RANGE = "range"  # a finite value beyond the magnitude limit
+    BAD_ACTION = "bad_action"  # a discrete action (``dact``) beyond its branch's size
+    BAD_MASK = "bad_mask"  # a ``mask`` value other than 0/1, or a branch with no legal action
+    ILLEGAL_ACTION = "illegal_action"  # a discrete action its own row's ``mask`` forbids
     UNEXPECTED = "unexpected"  # a valid message at the wrong time (e.g. ``tr`` before ``welcome``)
     NO_CREDIT = "no_credit"  # a ``tr`` sent without flow-control credit
     DUPLICATE = "duplicate"  # a sequence number at or below one already accepted

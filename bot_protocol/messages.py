@@ -16,6 +16,7 @@ tuned for throughput (the server's ingest fast path), and it builds on the
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from .actions import MAX_CONTINUOUS, ActionSpace, space_problem
 from .errors import ErrorCode, ProtocolError
 
 # "X as X": re-exported so these names import from this module too; their home is fields.py.
@@ -58,7 +60,7 @@ SUBPROTOCOL = "arena.v1"
 MAX_NAME_LEN = 64
 MAX_MESSAGE_TEXT = 256
 MAX_OBS_DIM = 4096
-MAX_ACT_DIM = 256
+MAX_ACT_DIM = MAX_CONTINUOUS
 MAX_AGENTS = 4096
 
 
@@ -105,20 +107,30 @@ class Limits:
 
 @dataclass(frozen=True)
 class SessionSpec:
-    """What one connection agreed to send: the shapes every ``tr`` is checked against."""
+    """What one connection agreed to send: the shapes every ``tr`` is checked against.
+
+    ``act_dim`` counts the continuous dims; ``branches`` the sizes of the discrete branches
+    (empty for a continuous-only run, whose frames take the decoder's fast path).
+    """
 
     obs_dim: int
     act_dim: int
     n_agents: int
     reward: RewardMode
     limits: Limits = field(default_factory=Limits)
+    branches: tuple[int, ...] = ()
+
+    @functools.cached_property
+    def actions(self) -> ActionSpace:
+        """The session's action space (built once: ``tr`` checks read it every frame)."""
+        return ActionSpace(self.act_dim, self.branches)
 
 
 @dataclass(frozen=True)
 class Architecture:
     """The actor network a ``weights`` message describes (enough to run it anywhere).
 
-    Both kinds run the same MLP: ``y = x``, then for each ``l{i}``:
+    Every kind runs the same MLP: ``y = x``, then for each ``l{i}``:
     ``y = y @ l{i}.weight.T + l{i}.bias``, with ``activation`` between layers (not after
     the last).
 
@@ -126,6 +138,9 @@ class Architecture:
       ``exp(clip(log_std, log_std_min, log_std_max))`` from the ``log_std`` tensor.
     - ``"tanh_mlp"`` (DDPG, TD3): the action is ``act_limit * tanh(y)``, deterministic;
       exploration noise is the bot's to add, as the ``explore`` settings say.
+    - ``"mixed_mlp"`` (PPO with discrete branches): ``y[:continuous]`` is a Gaussian mean as
+      in ``gaussian_mlp`` (``log_std`` has ``continuous`` entries, and is absent when that is 0);
+      the rest is each branch's logits in turn, a categorical over the actions its mask allows.
     """
 
     kind: str
@@ -135,14 +150,28 @@ class Architecture:
     log_std_max: float = 0.0
     act_limit: float = 1.0
     """``tanh_mlp`` only: actions lie in [-act_limit, act_limit] on every dimension."""
+    continuous: int = 0
+    """``mixed_mlp`` only: the Gaussian dims, the first outputs of the last layer."""
+    branches: tuple[int, ...] = ()
+    """``mixed_mlp`` only: the discrete branches' sizes, whose logits follow the Gaussian mean."""
+
+    @property
+    def actions(self) -> ActionSpace:
+        """The action space this actor acts in (every output of the other kinds is a continuous dim)."""
+        if self.kind == "mixed_mlp":
+            return ActionSpace(self.continuous, self.branches)
+        return ActionSpace(self.layers[-1])
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"kind": self.kind, "layers": list(self.layers), "activation": self.activation}
         if self.kind == "tanh_mlp":
             wire["act_limit"] = self.act_limit
-        else:
-            wire["log_std_min"] = self.log_std_min
-            wire["log_std_max"] = self.log_std_max
+            return wire
+        if self.kind == "mixed_mlp":
+            wire["continuous"] = self.continuous
+            wire["branches"] = list(self.branches)
+        wire["log_std_min"] = self.log_std_min
+        wire["log_std_max"] = self.log_std_max
         return wire
 
     @classmethod
@@ -155,6 +184,8 @@ class Architecture:
             log_std_min=float(arch.get("log_std_min", 0.0)),
             log_std_max=float(arch.get("log_std_max", 0.0)),
             act_limit=float(arch.get("act_limit", 1.0)),
+            continuous=int(arch.get("continuous", 0)),
+            branches=tuple(int(b) for b in arch.get("branches", ())),
         )
 
     @classmethod
@@ -174,13 +205,41 @@ class Architecture:
             return cls(
                 kind=kind, layers=tuple(layers), activation=read_str(m, "activation", MAX_NAME_LEN), act_limit=act_limit
             )
+        continuous, branches = _mixed_outputs(m, layers[-1]) if kind == "mixed_mlp" else (0, ())
         return cls(
             kind=kind,
             layers=tuple(layers),
             activation=read_str(m, "activation", MAX_NAME_LEN),
             log_std_min=read_float(m, "log_std_min"),
             log_std_max=read_float(m, "log_std_max"),
+            continuous=continuous,
+            branches=branches,
         )
+
+
+def _mixed_outputs(m: Mapping[str, Any], width: int) -> tuple[int, tuple[int, ...]]:
+    """A ``mixed_mlp``'s ``continuous`` and ``branches``: a valid space whose outputs are the last layer's."""
+    continuous = read_int(m, "continuous", 0, MAX_ACT_DIM)
+    branches = read_branches(m, required=True)
+    if continuous + sum(branches) != width:
+        raise ProtocolError(
+            ErrorCode.BAD_FIELD,
+            f"a mixed_mlp's last layer has {width} outputs, but continuous + sum(branches) = {continuous + sum(branches)}",
+        )
+    return continuous, branches
+
+
+def read_branches(m: Mapping[str, Any], required: bool = False) -> tuple[int, ...]:
+    """The ``branches`` field: an array of discrete branch sizes (absent, when not ``required``: none)."""
+    if "branches" not in m and not required:
+        return ()
+    branches = read_field(m, "branches")
+    if not isinstance(branches, list | tuple) or not all(type(b) is int for b in branches):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "field 'branches' must be an array of integers")
+    problem = space_problem(0, branches) if branches else None  # act_dim's part is its reader's to check
+    if problem is not None:
+        raise ProtocolError(ErrorCode.BAD_FIELD, problem)
+    return tuple(branches)
 
 
 # ── messages ─────────────────────────────────────────────────────────────────
@@ -207,9 +266,16 @@ class Hello(Message):
     reward: RewardMode = RewardMode.SCALAR
     client: str = ""
     """Free text naming the client library and version (logged, never parsed)."""
+    branches: tuple[int, ...] = ()
+    """Sizes of the discrete branches; sent only when there are some (``act_dim`` then may be 0)."""
+
+    @property
+    def actions(self) -> ActionSpace:
+        """The action space this bot declares."""
+        return ActionSpace(self.act_dim, self.branches)
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        wire: dict[str, Any] = {
             "name": self.name,
             "obs_dim": self.obs_dim,
             "act_dim": self.act_dim,
@@ -217,6 +283,9 @@ class Hello(Message):
             "reward": str(self.reward),
             "client": self.client,
         }
+        if self.branches:
+            wire["branches"] = list(self.branches)
+        return wire
 
     @classmethod
     def from_wire(cls, m: Mapping[str, Any]) -> Hello:
@@ -226,13 +295,18 @@ class Hello(Message):
         name = read_str(m, "name", MAX_NAME_LEN)
         if not name or not name.isprintable():
             raise ProtocolError(ErrorCode.BAD_FIELD, "field 'name' must be non-empty printable text")
+        obs_dim = read_int(m, "obs_dim", 1, MAX_OBS_DIM)
+        act_dim, branches = read_int(m, "act_dim", 0, MAX_ACT_DIM), read_branches(m)
+        if act_dim == 0 and not branches:
+            raise ProtocolError(ErrorCode.BAD_FIELD, "act_dim must be >= 1 unless 'branches' lists discrete actions")
         return cls(
             name=name,
-            obs_dim=read_int(m, "obs_dim", 1, MAX_OBS_DIM),
-            act_dim=read_int(m, "act_dim", 1, MAX_ACT_DIM),
+            obs_dim=obs_dim,
+            act_dim=act_dim,
             n_agents=read_int(m, "n_agents", 1, MAX_AGENTS),
             reward=RewardMode(reward),
             client=read_str(m, "client", MAX_NAME_LEN) if "client" in m else "",
+            branches=branches,
         )
 
 

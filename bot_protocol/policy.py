@@ -1,11 +1,15 @@
 """A numpy copy of the trainer's actor, so a bot acts locally with no torch installed.
 
-Two kinds of actor (see ``Architecture``): ``gaussian_mlp`` (PPO) samples around its
+Three kinds of actor (see ``Architecture``): ``gaussian_mlp`` (PPO) samples around its
 mean with its own std; ``tanh_mlp`` (DDPG, TD3) is deterministic, and exploration is
 added here, as the server's ``explore`` settings say: uniform random actions while the
 trainer warms up its replay buffer, then Gaussian noise in action units, clipped to the
-bounds. The forward passes match ``agents.networks.GaussianActor`` and
-``agents.td3.DeterministicActor`` within float32 tolerance (tested against them).
+bounds; ``mixed_mlp`` (PPO with discrete branches) samples its continuous dims as
+``gaussian_mlp`` does and each branch from a categorical over the actions the bot's mask
+allows (:mod:`bot_protocol.categorical`). The forward passes match
+``agents.networks.GaussianActor`` and ``agents.td3.DeterministicActor`` within float32
+tolerance (tested against them), and the masked log-probs and entropies torch's
+distributions within 1e-6.
 A :class:`Policy` is immutable once built: a bot swaps the
 whole object for a new one when weights arrive, so it never acts with half-updated
 weights.
@@ -16,16 +20,19 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
+from . import categorical
+from .actions import ActionSpace
 from .errors import ErrorCode, ProtocolError
 from .messages import Architecture, Weights
 from .policy_id import PolicyId
 from .tensors import decode_tensors
 
-__all__ = ["Policy"]
+__all__ = ["MixedAction", "Policy"]
 
 
 def _relu(x: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -40,7 +47,22 @@ _ACTIVATIONS: dict[str, Callable[[NDArray[np.float32]], NDArray[np.float32]]] = 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-KINDS = ("gaussian_mlp", "tanh_mlp")
+KINDS = ("gaussian_mlp", "tanh_mlp", "mixed_mlp")
+
+
+class MixedAction(NamedTuple):
+    """What a ``mixed_mlp`` policy picked for a batch of rows: what a bot records and sends.
+
+    The first two fields are what the other kinds return, in the same order, so
+    ``actions, logp, dact = policy.act(...)`` reads like ``actions, logp = policy.act(...)``.
+    """
+
+    actions: NDArray[np.float32]
+    """(n, continuous): the raw Gaussian samples (``act``), as ``gaussian_mlp`` draws them."""
+    logp: NDArray[np.float32]
+    """(n,): log-prob of the whole row: the Gaussian's plus each branch's under its mask."""
+    dact: NDArray[np.int64]
+    """(n, n_branches): the action taken in each branch (``dact``); never one the mask forbids."""
 
 
 class Policy:
@@ -49,10 +71,13 @@ class Policy:
     Args:
         arch: the network description from the ``weights`` message.
         tensors: ``l{i}.weight`` (out, in), ``l{i}.bias`` (out,) per layer, and ``log_std``
-            (``gaussian_mlp`` only).
+            (``gaussian_mlp``, and ``mixed_mlp`` with continuous dims: one entry per dim).
         generation, version: the weights' identity, stamped on every transition acted with them.
         explore: ``tanh_mlp`` only: ``noise`` (Gaussian std in action units, default 0.1)
             and ``random`` (1 = uniform random actions: the trainer is still warming up).
+
+    A ``mixed_mlp`` takes ``mask`` (n, sum(branches)), 1 or True where an action is legal
+    (``None``: all are), in :meth:`act`, :meth:`log_prob` and :meth:`entropy`.
 
     Raises:
         ProtocolError: ``bad_weights`` when a tensor is missing or of the wrong shape.
@@ -74,21 +99,18 @@ class Policy:
         self.generation = generation
         self.version = version
         self._activation = _ACTIVATIONS[arch.activation]
-        self._layers: list[tuple[NDArray[np.float32], NDArray[np.float32]]] = []
         self.deterministic_kind = arch.kind == "tanh_mlp"
+        self.mixed = arch.kind == "mixed_mlp"
+        self._space = _space_of(arch)
         self.explore = dict(explore or {})
         self.noise = float(self.explore.get("noise", 0.1))
         self.random = float(self.explore.get("random", 0.0)) >= 0.5
         if not (math.isfinite(self.noise) and self.noise >= 0):
             raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"explore noise must be a finite number >= 0, got {self.noise}")
-        expected = set() if self.deterministic_kind else {"log_std"}
-        for i, (fan_in, fan_out) in enumerate(zip(arch.layers, arch.layers[1:], strict=False)):
-            weight = _tensor(tensors, f"l{i}.weight", (fan_out, fan_in))
-            bias = _tensor(tensors, f"l{i}.bias", (fan_out,))
-            # Stored transposed once so each forward step is one x @ W (no per-call transpose copy).
-            self._layers.append((np.ascontiguousarray(weight.T), bias))
-            expected |= {f"l{i}.weight", f"l{i}.bias"}
-        extra = set(tensors) - expected
+        self._layers = _load_layers(arch, tensors)
+        n_std = 0 if self.deterministic_kind else self._space.continuous
+        expected = {f"l{i}.{part}" for i in range(len(self._layers)) for part in ("weight", "bias")}
+        extra = set(tensors) - expected - ({"log_std"} if n_std else set())
         if extra:
             raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"unexpected tensors {sorted(extra)[:4]}")
         if self.deterministic_kind:
@@ -97,7 +119,7 @@ class Policy:
             self.std = np.zeros(arch.layers[-1], dtype=np.float32)
             self._logp_const = 0.0
             return
-        log_std = _tensor(tensors, "log_std", (arch.layers[-1],))
+        log_std = _tensor(tensors, "log_std", (n_std,)) if n_std else np.zeros(0, np.float32)
         self.log_std = np.clip(log_std, arch.log_std_min, arch.log_std_max).astype(np.float32)
         self.std = np.exp(self.log_std).astype(np.float32)
         self._logp_const = float(-(self.log_std.sum() + _HALF_LOG_2PI * len(self.log_std)))
@@ -108,7 +130,13 @@ class Policy:
 
     @property
     def act_dim(self) -> int:
-        return self.arch.layers[-1]
+        """Continuous action dims (``hello.act_dim``): every output but a ``mixed_mlp``'s logits."""
+        return self._space.continuous
+
+    @property
+    def actions(self) -> ActionSpace:
+        """The action space this policy acts in (``hello``'s ``act_dim`` and ``branches``)."""
+        return self._space
 
     @property
     def policy_id(self) -> PolicyId:
@@ -141,15 +169,31 @@ class Policy:
         for i, (weight_t, bias) in enumerate(self._layers):
             tensors[f"l{i}.weight"] = np.ascontiguousarray(weight_t.T)
             tensors[f"l{i}.bias"] = bias
-        if not self.deterministic_kind:
+        if len(self.log_std) and not self.deterministic_kind:
             tensors["log_std"] = self.log_std
         return Weights.pack(self.generation, self.version, self.arch, tensors, self.explore)
 
     def mean(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
         """The noise-free action for a batch of observations, shape (n, act_dim).
 
-        ``gaussian_mlp``: the Gaussian's mean; ``tanh_mlp``: ``act_limit * tanh(y)``.
+        ``gaussian_mlp``: the Gaussian's mean; ``tanh_mlp``: ``act_limit * tanh(y)``;
+        ``mixed_mlp``: the mean of its continuous dims (its discrete modes: :meth:`act` with
+        ``deterministic``).
         """
+        y = self._forward(obs)
+        if self.deterministic_kind:
+            y = np.tanh(y, out=y)
+            y *= self.limit
+        if self.mixed:
+            return y[:, : self._space.continuous]
+        return y
+
+    def logits(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+        """A ``mixed_mlp``'s raw logits (n, sum(branches)), branch after branch, before any mask."""
+        return self._forward(obs)[:, self._space.continuous :]
+
+    def _forward(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+        """The MLP's last-layer output ``y`` for a batch."""
         y = np.asarray(obs, dtype=np.float32)
         last = len(self._layers) - 1
         for i, (weight_t, bias) in enumerate(self._layers):
@@ -157,22 +201,35 @@ class Policy:
             y += bias  # in place: one array fewer a layer
             if i < last:
                 y = self._activation(y)
-        if self.deterministic_kind:
-            y = np.tanh(y, out=y)
-            y *= self.limit
         return y
 
     def act(
-        self, obs: NDArray[np.float32], rng: np.random.Generator, deterministic: bool = False
-    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        self,
+        obs: NDArray[np.float32],
+        rng: np.random.Generator,
+        deterministic: bool = False,
+        mask: ArrayLike | None = None,
+    ) -> tuple[NDArray[Any], ...]:
         """Sample actions for a batch (n, obs_dim) and return them with their log-probs.
 
         ``gaussian_mlp``: actions are the raw Gaussian samples (not clipped): the game clips
         them to its bounds, and the log-prob must be of the sample the policy actually drew.
         ``tanh_mlp``: uniform random in the bounds while ``explore`` says ``random``, else
         the actor's action plus N(0, noise²) clipped to ±act_limit; log-probs are zeros
-        (off-policy learners do not use them).
+        (off-policy learners do not use them). Both return ``(actions, logp)``.
+
+        ``mixed_mlp``: a :class:`MixedAction` ``(actions, logp, dact)``; each branch draws only
+        among the actions ``mask`` allows, and ``logp`` is under that masked distribution.
+        ``deterministic``: the Gaussian mean and each branch's most likely legal action.
+
+        Raises:
+            ValueError: a ``mask`` for a policy without discrete branches, or of the wrong shape.
+            ProtocolError: ``bad_mask`` for a mask the server would refuse.
         """
+        if self.mixed:
+            return self._act_mixed(obs, rng, deterministic, mask)
+        if mask is not None:
+            raise ValueError(f"a {self.arch.kind} policy has no discrete branches to mask")
         mean = self.mean(obs)
         actions = self._sample(mean, rng, deterministic)
         if self.deterministic_kind:
@@ -180,7 +237,12 @@ class Policy:
         return actions, self.log_prob(obs, actions, mean)
 
     def sample(self, obs: NDArray[np.float32], rng: np.random.Generator, deterministic: bool = False) -> NDArray[np.float32]:
-        """:meth:`act`'s actions alone (same draws from ``rng``), for opponents that send no transitions."""
+        """:meth:`act`'s actions alone (same draws from ``rng``), for opponents that send no transitions.
+
+        Continuous kinds only: a ``mixed_mlp`` also picks discrete actions, which :meth:`act` returns.
+        """
+        if self.mixed:
+            raise ValueError("a mixed_mlp policy picks discrete actions too: use act()")
         return self._sample(self.mean(obs), rng, deterministic)
 
     def _sample(self, mean: NDArray[np.float32], rng: np.random.Generator, deterministic: bool) -> NDArray[np.float32]:
@@ -197,14 +259,105 @@ class Policy:
         return noise
 
     def log_prob(
-        self, obs: NDArray[np.float32], actions: NDArray[np.float32], mean: NDArray[np.float32] | None = None
+        self,
+        obs: NDArray[np.float32],
+        actions: NDArray[np.float32],
+        mean: NDArray[np.float32] | None = None,
+        dact: ArrayLike | None = None,
+        mask: ArrayLike | None = None,
     ) -> NDArray[np.float32]:
-        """Log-density of ``actions`` under the diagonal Gaussian, summed over action dims."""
-        if mean is None:
-            mean = self.mean(obs)
+        """Log-density of ``actions`` under the diagonal Gaussian, summed over action dims.
+
+        ``mixed_mlp``: plus, for each branch, the log-prob of ``dact``'s action under the
+        categorical that ``mask`` leaves (``-inf`` for a forbidden one); an action outside its
+        branch is ``bad_action``.
+        """
+        if not self.mixed:
+            return self._gaussian_log_prob(actions, self.mean(obs) if mean is None else mean)
+        if dact is None:
+            raise ValueError("a mixed_mlp's log-prob needs dact, the discrete actions taken")
+        y = self._forward(obs)
+        cont = self._space.continuous
+        logp = self._gaussian_log_prob(actions, y[:, :cont] if mean is None else mean)
+        taken = np.asarray(dact, np.int64).reshape(len(y), self._space.n_branches)
+        self._space.check_actions(taken)
+        for b, branch in enumerate(self._branch_logits(y, mask)):
+            logp += _picked(categorical.log_softmax(branch), taken[:, b])
+        return logp
+
+    def entropy(self, obs: NDArray[np.float32], mask: ArrayLike | None = None) -> NDArray[np.float32]:
+        """Entropy of the policy's distribution for each row (n,): the Gaussian's plus each masked branch's.
+
+        Raises:
+            ValueError: for a ``tanh_mlp``, which is deterministic (its noise is the bot's).
+        """
+        if self.deterministic_kind:
+            raise ValueError("a tanh_mlp policy is deterministic: it has no entropy")
+        obs = np.asarray(obs, dtype=np.float32)
+        gaussian = np.float32(self.log_std.sum() + (0.5 + _HALF_LOG_2PI) * len(self.log_std))
+        out = np.full(len(obs), gaussian, np.float32)
+        if self.mixed and self._space.branches:
+            for branch in self._branch_logits(self._forward(obs), mask):
+                out += categorical.entropy(categorical.log_softmax(branch))
+        return out
+
+    def _gaussian_log_prob(self, actions: NDArray[np.float32], mean: NDArray[np.float32]) -> NDArray[np.float32]:
         z = (actions - mean) / self.std
         logp: NDArray[np.float32] = (-0.5 * np.einsum("ij,ij->i", z, z) + self._logp_const).astype(np.float32, copy=False)
         return logp
+
+    def _act_mixed(
+        self, obs: NDArray[np.float32], rng: np.random.Generator, deterministic: bool, mask: ArrayLike | None
+    ) -> MixedAction:
+        """:meth:`act` for a ``mixed_mlp``: the Gaussian dims as ``gaussian_mlp``, then each branch in order."""
+        y = self._forward(obs)
+        mean = y[:, : self._space.continuous]
+        actions = self._sample(mean, rng, deterministic)
+        logp = self._gaussian_log_prob(actions, mean)
+        dact = np.zeros((len(y), self._space.n_branches), np.int64)
+        for b, branch in enumerate(self._branch_logits(y, mask)):
+            dact[:, b] = categorical.mode(branch) if deterministic else categorical.sample(branch, rng)
+            logp += _picked(categorical.log_softmax(branch), dact[:, b])
+        return MixedAction(np.ascontiguousarray(actions), logp, dact)
+
+    def _branch_logits(self, y: NDArray[np.float32], mask: ArrayLike | None) -> list[NDArray[np.float32]]:
+        """Each branch's logits with ``-inf`` where ``mask`` forbids (the mask checked as the server would)."""
+        space = self._space
+        branches = space.split(y[:, space.continuous :])
+        if mask is None:
+            return branches
+        legal = space.mask_of(mask, len(y)) != 0
+        return [categorical.masked(logits, part) for logits, part in zip(branches, space.split(legal), strict=True)]
+
+
+def _picked(logp: NDArray[np.float32], actions: NDArray[np.int64]) -> NDArray[np.float32]:
+    """``logp[i, actions[i]]`` for every row ``i``."""
+    return np.take_along_axis(logp, actions[:, None], axis=1)[:, 0]
+
+
+def _space_of(arch: Architecture) -> ActionSpace:
+    """The space an architecture acts in, or ``bad_weights``: a ``mixed_mlp``'s outputs must be its space's."""
+    try:
+        space = arch.actions
+    except ValueError as exc:
+        raise ProtocolError(ErrorCode.BAD_WEIGHTS, str(exc)) from None
+    if arch.kind == "mixed_mlp" and space.continuous + space.n_logits != arch.layers[-1]:
+        raise ProtocolError(
+            ErrorCode.BAD_WEIGHTS, f"a mixed_mlp's last layer must have {space.continuous + space.n_logits} outputs"
+        )
+    return space
+
+
+def _load_layers(
+    arch: Architecture, tensors: Mapping[str, NDArray[np.float32]]
+) -> list[tuple[NDArray[np.float32], NDArray[np.float32]]]:
+    """Each layer's (weight transposed, bias), checked: stored transposed once so each forward step is one x @ W."""
+    layers = []
+    for i, (fan_in, fan_out) in enumerate(zip(arch.layers, arch.layers[1:], strict=False)):
+        weight = _tensor(tensors, f"l{i}.weight", (fan_out, fan_in))
+        bias = _tensor(tensors, f"l{i}.bias", (fan_out,))
+        layers.append((np.ascontiguousarray(weight.T), bias))
+    return layers
 
 
 def _tensor(tensors: Mapping[str, NDArray[np.float32]], name: str, shape: tuple[int, ...]) -> NDArray[np.float32]:

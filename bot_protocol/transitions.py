@@ -13,6 +13,12 @@ in :mod:`bot_protocol.messages`, apart from this performance-tuned code.
 
 Float arrays travel as msgpack ``bin`` holding little-endian float32 in C order, so
 a batch of thousands of steps is rebuilt with one ``np.frombuffer`` per field.
+
+A session whose action space has discrete branches also sends ``dact`` (uint32) and maybe
+``mask`` (uint8); its frames take the checked reader and :func:`_assemble_discrete`, and the
+batch they become carries one packed float block in ``act``
+(:meth:`~bot_protocol.actions.ActionSpace.pack`). A continuous-only session never reaches
+that code: its frames are read and joined exactly as before branches existed.
 """
 
 from __future__ import annotations
@@ -57,6 +63,12 @@ class TransitionBatch(Message):
     ``next_obs`` has one row per step flagged truncated (in row order): the observation
     after the cut, used to bootstrap the value. ``score`` (terms mode only) has one row per
     step flagged terminal or truncated: the round score fed to ``computeRoundReward``.
+
+    In a session with discrete branches a bot's batch also holds ``dact`` (n, n_branches),
+    the action taken in each branch, and optionally ``mask`` (n, sum(branches)), 1 where an
+    action was legal; ``act`` then holds the continuous dims alone (maybe none). A checked
+    batch of such a session (what :func:`assemble_batches` returns) carries all three packed
+    in ``act`` (``ActionSpace.pack``), and ``dact`` and ``mask`` are ``None``.
     """
 
     TYPE: ClassVar[str] = "tr"
@@ -73,6 +85,8 @@ class TransitionBatch(Message):
     terms: NDArray[np.float32] | None = None
     next_obs: NDArray[np.float32] | None = None
     score: NDArray[np.float32] | None = None
+    dact: NDArray[np.uint32] | None = None
+    mask: NDArray[np.uint8] | None = None
 
     @property
     def n(self) -> int:
@@ -87,7 +101,10 @@ class TransitionBatch(Message):
     def nbytes(self) -> int:
         """Bytes of array payload (what the server's queue accounts)."""
         arrays = (self.agent, self.episode, self.obs, self.act, self.logp, self.flags, self.rew, self.terms, self.next_obs)
-        return sum(a.nbytes for a in arrays if a is not None)
+        total = sum(a.nbytes for a in arrays if a is not None)
+        if self.dact is not None:  # a bot's batch with branches (a checked one holds them packed in act)
+            total += self.dact.nbytes + (0 if self.mask is None else self.mask.nbytes)
+        return total
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {
@@ -102,6 +119,10 @@ class TransitionBatch(Message):
             "logp": f32_bytes(self.logp),
             "flags": np.ascontiguousarray(self.flags, dtype=U8).tobytes(),
         }
+        if self.dact is not None:
+            wire["dact"] = np.ascontiguousarray(self.dact, dtype=U32).tobytes()
+        if self.mask is not None:
+            wire["mask"] = np.ascontiguousarray(self.mask, dtype=U8).tobytes()
         if self.rew is not None:
             wire["rew"] = f32_bytes(self.rew)
         if self.terms is not None:
@@ -137,7 +158,8 @@ class TransitionHeader:
     episode: bytes
     flags: bytes
     columns: dict[str, bytes]
-    """Float columns by name, in wire order, each exactly the size its shape needs."""
+    """Float columns by name, in wire order, each exactly the size its shape needs; then, in a
+    session with discrete branches, ``dact`` and (when sent) ``mask``."""
 
     @property
     def policy_id(self) -> PolicyId:
@@ -146,7 +168,10 @@ class TransitionHeader:
 
     @property
     def nbytes(self) -> int:
-        """Payload bytes of the batch it becomes, as :attr:`TransitionBatch.nbytes` counts them (plus any score column)."""
+        """Payload bytes of the batch it becomes, as :attr:`TransitionBatch.nbytes` counts them (plus any score column).
+
+        With discrete branches, the bytes received: the packed ``act`` it becomes is wider.
+        """
         return len(self.agent) + len(self.episode) + len(self.flags) + sum(map(len, self.columns.values()))
 
     @classmethod
@@ -158,7 +183,10 @@ class TransitionHeader:
         every frame, so its cost is a visible share of the loop's. Anything it does not fully
         recognise, valid or not, goes through :meth:`_from_wire_checked`, the reference
         that names the exact error; a property test holds the two to the same answers.
+        A session with discrete branches always takes the reference reader.
         """
+        if spec.branches:
+            return cls._from_wire_checked(m, spec)
         get = m.get
         n, agent, raw_flags, episode = get("n"), get("agent"), get("flags"), get("episode")
         seq, gen, ver = get("seq"), get("gen"), get("ver")
@@ -189,6 +217,8 @@ class TransitionHeader:
             and 0 <= gen <= MAX_U64
             and 0 <= ver <= MAX_U64
             and ("score" not in m and "terms" not in m if scalar else "rew" not in m)
+            and "dact" not in m
+            and "mask" not in m
         ):
             columns = {"obs": obs, "act": act, "logp": logp, "rew" if scalar else "terms": value}
             if raw_flags.count(0) == n:  # no episode ends: nothing else may be sent
@@ -245,10 +275,11 @@ class TransitionHeader:
         if n_truncated or "next_obs" in m:
             rows["next_obs"] = n_truncated
         columns: dict[str, bytes] = {}
+        discrete: dict[str, bytes] = {}
         for key, count in rows.items():
             if key in ("next_obs", "score") and key not in m:  # rows the flags call for: a row count of 0 (§7.1)
                 raise ProtocolError(ErrorCode.SHAPE, f"field {key!r} is missing; the flags call for {count} row(s)")
-            raw = read_bytes(m, key)
+            raw = b"" if key == "act" and not widths[key] and key not in m else read_bytes(m, key)
             expected = count * widths[key] * 4
             if len(raw) != expected:
                 shape = [count, widths[key]] if key in _WIDE else [count]
@@ -256,6 +287,9 @@ class TransitionHeader:
                     ErrorCode.SHAPE, f"field {key!r} holds {len(raw)} bytes, expected {expected} for shape {shape} <f4"
                 )
             columns[key] = raw
+            if key == "act":  # the discrete columns come right after the continuous ones
+                discrete = _discrete_columns(m, spec, n)
+        columns.update(discrete)
         seq, gen, ver = m.get("seq"), m.get("gen"), m.get("ver")
         if not (_is_u64(seq) and _is_u64(gen) and _is_u64(ver)):
             seq, gen, ver = read_int(m, "seq", 0, MAX_U64), read_int(m, "gen", 0, MAX_U64), read_int(m, "ver", 0, MAX_U64)
@@ -265,6 +299,31 @@ class TransitionHeader:
                 ErrorCode.SHAPE, f"field 'episode' holds {len(episode)} bytes, expected {4 * n} for shape [{n}] <u4"
             )
         return cls(int(seq), int(gen), int(ver), n, agent, episode, raw_flags, columns)  # type: ignore[arg-type]
+
+
+def _discrete_columns(m: Mapping[str, Any], spec: SessionSpec, n: int) -> dict[str, bytes]:
+    """A frame's ``dact`` and ``mask``, their sizes checked; refused in a session without branches."""
+    if not spec.branches:
+        for key in ("dact", "mask"):
+            if key in m:
+                raise ProtocolError(ErrorCode.BAD_FIELD, f"field {key!r} is sent only by bots whose hello lists 'branches'")
+        return {}
+    space = spec.actions
+    columns = {"dact": _sized(m, "dact", [n, space.n_branches], U32)}
+    if "mask" in m:
+        columns["mask"] = _sized(m, "mask", [n, space.n_logits], U8)
+    return columns
+
+
+def _sized(m: Mapping[str, Any], key: str, shape: list[int], dtype: np.dtype[Any]) -> bytes:
+    """A required ``bin`` field of exactly ``shape`` (``bad_field`` when missing, ``shape`` when sized wrong)."""
+    raw = read_bytes(m, key)
+    expected, name = shape[0] * shape[1] * dtype.itemsize, dtype.str.lstrip("|")
+    if len(raw) != expected:
+        raise ProtocolError(
+            ErrorCode.SHAPE, f"field {key!r} holds {len(raw)} bytes, expected {expected} for shape {shape} {name}"
+        )
+    return raw
 
 
 _WIDE = ("obs", "act", "terms", "next_obs")
@@ -290,9 +349,17 @@ def assemble_batches(headers: list[TransitionHeader], spec: SessionSpec, explain
     last frame's. All headers must share ``generation`` and ``version``.
 
     When a value is out of bounds: with ``explain`` raise the :class:`ProtocolError`
-    naming the first culprit (``bad_field``, ``nonfinite`` or ``range``); without it,
-    return ``None`` and let the caller check the frames one at a time.
+    naming the first culprit (``bad_field``, ``nonfinite`` or ``range``, then for a session
+    with branches ``bad_action``, ``bad_mask`` or ``illegal_action``); without it, return
+    ``None`` and let the caller check the frames one at a time.
     """
+    if spec.branches:
+        return _assemble_discrete(headers, spec, explain)
+    return _assemble_floats(headers, spec, explain)
+
+
+def _assemble_floats(headers: list[TransitionHeader], spec: SessionSpec, explain: bool) -> TransitionBatch | None:
+    """:func:`assemble_batches` of frames whose columns are all float32 (a continuous-only session's)."""
     first = headers[0]
     limits = spec.limits
     one = len(headers) == 1
@@ -352,6 +419,47 @@ def assemble_batches(headers: list[TransitionHeader], spec: SessionSpec, explain
         flags=np.frombuffer(first.flags if one else b"".join(h.flags for h in headers), dtype=U8),
     )
     return batch
+
+
+def _assemble_discrete(headers: list[TransitionHeader], spec: SessionSpec, explain: bool) -> TransitionBatch | None:
+    """:func:`assemble_batches` for a session with branches: the float columns as ever, then ``dact`` and ``mask``.
+
+    The float columns are joined and checked by the continuous code (on headers without the
+    discrete columns); the discrete values are checked after them, and the batch's ``act``
+    becomes the packed block the server carries.
+    """
+    space = spec.actions
+    floats = [_float_part(h, space.continuous) for h in headers]
+    batch = _assemble_floats(floats, spec, explain)
+    if batch is None:
+        return None
+    dact = np.frombuffer(b"".join(h.columns["dact"] for h in headers), dtype=U32).reshape(-1, space.n_branches)
+    mask = _joined_mask(headers, space.n_logits)
+    try:
+        space.check(dact, mask)
+    except ProtocolError:
+        if not explain:
+            return None
+        raise
+    batch.__dict__["act"] = space.pack(batch.__dict__.get("act"), dact, mask)
+    return batch
+
+
+def _float_part(header: TransitionHeader, continuous: int) -> TransitionHeader:
+    """``header`` with its float columns alone (and no ``act`` when there are no continuous dims)."""
+    skip = ("dact", "mask") if continuous else ("act", "dact", "mask")
+    columns = {key: raw for key, raw in header.columns.items() if key not in skip}
+    return TransitionHeader(
+        header.seq, header.generation, header.version, header.n, header.agent, header.episode, header.flags, columns
+    )
+
+
+def _joined_mask(headers: list[TransitionHeader], width: int) -> NDArray[np.uint8] | None:
+    """Every frame's ``mask`` rows in order (all ones for a frame that sent none); ``None`` when none sent one."""
+    if all("mask" not in h.columns for h in headers):
+        return None
+    raw = b"".join(h.columns.get("mask", b"\x01" * (h.n * width)) for h in headers)
+    return np.frombuffer(raw, dtype=U8).reshape(-1, width)
 
 
 _ABS_MASK = np.uint32(0x7FFFFFFF)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import msgpack
 import numpy as np
@@ -85,3 +86,23 @@ def make_weights() -> Weights:
     )
     arch = Architecture("gaussian_mlp", (4, 2), "tanh", -3.0, 0.0)
     return Weights(1, 7, arch, blob, hashlib.sha256(blob).digest())
+
+
+def make_discrete_batch(
+    spec: SessionSpec, n: int = 4, flags: list[int] | None = None, masked: bool = True, seq: int = 5, seed: int = 0
+) -> TransitionBatch:
+    """A valid ``tr`` batch for a session with branches: legal ``dact`` under a random ``mask`` (or none)."""
+    rng = np.random.default_rng(seed)
+    space = spec.actions
+    batch = make_batch(n, flags, terms=spec.reward is RewardMode.TERMS, seq=seq)
+    mask = (rng.random((n, space.n_logits)) < 0.6).astype(np.uint8)
+    dact = np.zeros((n, space.n_branches), np.uint32)
+    for b, (start, size) in enumerate(zip(space.offsets, space.branches, strict=True)):
+        dact[:, b] = rng.integers(0, size, n)
+        mask[np.arange(n), start + dact[:, b]] = 1  # the action taken is legal
+    return replace(
+        batch,
+        act=rng.standard_normal((n, spec.act_dim)).astype(np.float32),
+        dact=dact,
+        mask=mask if masked else None,
+    )

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+import numpy as np
+import pytest
+
 from arena.games.reach import ACT_DIM, OBS_DIM, ReachGame, play_steps
-from bot_protocol import RewardMode
+from bot_protocol import ActionSpace, Architecture, Policy, RewardMode
 from bot_protocol.client import BlockingBotClient, BotClient, ClientConfig
 from tests.conftest import reach_batch as batch
 from tests.conftest import serving, timeout
@@ -76,3 +79,35 @@ async def test_oversized_batches_are_split_by_the_client(aserver):
     while aserver.sessions and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     assert aserver.accounting()["received"] == 2500
+
+
+def test_config_declares_discrete_branches_in_hello():
+    """A discrete bot's config says its branches in hello; act_dim may then be 0, and only then."""
+    config = ClientConfig("ws://x:1", "d", 4, 0, branches=(3, 2))
+    assert config.hello().branches == (3, 2) and config.hello().act_dim == 0
+    assert config.actions == ActionSpace(0, (3, 2))
+    assert ClientConfig("ws://x:1", "c", 4, 2).hello().branches == ()
+    with pytest.raises(ValueError, match="act_dim must be >= 1 unless"):
+        ClientConfig("ws://x:1", "c", 4, 0)
+
+
+def test_blocking_client_acts_under_a_mask_and_records_dact_and_mask():
+    """bot.act(obs, mask=...) draws legal discrete actions with the current policy; record() holds dact and mask."""
+    space = ActionSpace(1, (3,))
+    bot = BlockingBotClient(ClientConfig("ws://x:1", "d", 2, 1, n_agents=2, branches=space.branches, batch_steps=64), seed=0)
+    tensors = {
+        "l0.weight": np.ones((4, 2), np.float32),
+        "l0.bias": np.zeros(4, np.float32),
+        "log_std": np.zeros(1, np.float32),
+    }
+    bot.client.policy = Policy(Architecture("mixed_mlp", (2, 4), "tanh", -3.0, 0.5, continuous=1, branches=(3,)), tensors)
+    try:
+        obs = np.ones((2, 2), np.float32)
+        legal = np.array([[False, True, False], [True, False, True]])
+        actions, logp, dact = bot.act(obs, mask=legal)
+        assert dact.tolist()[0] == [1] and dact[1, 0] in (0, 2)
+        bot.record(obs, actions, logp, reward=[0.0, 0.0], dact=dact, mask=legal)
+        batch = bot._recorder.flush()
+        assert batch.dact.tolist() == dact.tolist() and batch.mask.tolist() == legal.astype(int).tolist()
+    finally:
+        bot.close()
