@@ -115,6 +115,32 @@ def tank_ppo_options(n_agents: int, league: bool = False) -> dict[str, Any]:
     }
 
 
+GYM_ENVS = 8
+"""Sub-environments ``arena gym`` plays when it runs its own server (one vector env, one bot)."""
+GYM_STEPS_PER_ENV = 128
+"""Steps each sub-environment adds to one PPO rollout of ``arena gym``."""
+
+
+def gym_ppo_options(n_envs: int) -> dict[str, Any]:
+    """PPOConfig overrides for ``arena gym``'s own server: short rollouts, ten epochs over them, no entropy bonus.
+
+    Why not PPOConfig's (the tank's) values: a gymnasium task is one small env played at thousands of
+    steps a second, where on-policy learning gains most from updating often; the learning rate falls
+    to zero over ``--steps`` (as RL-Zoo's linear schedules). Measured in ``bench/gym.py``.
+    """
+    if n_envs < 1:
+        raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+    rollout = n_envs * GYM_STEPS_PER_ENV
+    return {
+        "rollout_steps": rollout,
+        "minibatch_size": min(256, rollout),
+        "epochs": 10,
+        "learning_rate": 1e-3,
+        "final_lr_fraction": 0.0,
+        "entropy_coef": 0.0,
+    }
+
+
 @dataclass(frozen=True)
 class Layout:
     """Where the learning bots run: ``workers`` processes, or ``bots`` threads of the server's process."""

@@ -36,7 +36,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from agents import Agent
-from bot_protocol import SUBPROTOCOL, CloseCode, Error, ErrorCode, encode
+from bot_protocol import SUBPROTOCOL, Architecture, CloseCode, Error, ErrorCode, encode
 
 from .admission import Admission
 from .assembler import SegmentBuilder
@@ -115,11 +115,13 @@ class TrainingServer:
         """Rank 0: the other ranks' bots as they last posted them (:func:`server.distributed.share_bots`)."""
         self.metrics = Metrics(labels={"rank": str(group.rank)} if group is not None else None)
         arch, _ = agent.export_actor()
-        self.obs_dim, self.act_dim = int(arch["layers"][0]), int(arch["layers"][-1])
-        self.rules = BotRules.from_config(cfg, self.obs_dim, self.act_dim, reward_terms=reward is not None)
+        self.actions = Architecture.from_mapping(arch).actions
+        """The run's action space: what a ``hello`` must declare (continuous dims and discrete branches)."""
+        self.obs_dim, self.act_dim = int(arch["layers"][0]), self.actions.continuous
+        self.rules = BotRules.from_config(cfg, self.obs_dim, self.actions, reward_terms=reward is not None)
         """What every bot connection is held to (its limits are announced in ``welcome``)."""
         self.limits = self.rules.limits
-        bounds = queue_bounds(cfg, agent, self.obs_dim, self.act_dim)
+        bounds = queue_bounds(cfg, agent, self.obs_dim, self.actions.packed_width)
         self.queue = TransitionQueue(bounds.max_bytes, on_dropped=self._count_queue_drop, credit_steps=bounds.credit_steps)
         hooks = TrainerHooks(
             publish=self._publish_threadsafe,
@@ -208,7 +210,7 @@ class TrainingServer:
         self.trainer.start()
         if self.group is not None:
             self._spawn(share_bots(self.group, self._own_bot_views, self._take_other_rank_bots))
-        logger.info("serving %s agent on %s (obs %d, act %d)", self.agent_name, self.url, self.obs_dim, self.act_dim)
+        logger.info("serving %s agent on %s (obs %d, %s)", self.agent_name, self.url, self.obs_dim, self.actions.describe())
 
     def _own_bot_views(self) -> list[dict[str, Any]]:
         now = time.monotonic()

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot_protocol import (
+    ActionSpace,
     Bye,
     CloseCode,
     Error,
@@ -76,8 +77,8 @@ class BotRules:
 
     obs_dim: int
     """The observation size of the run's agent; a ``hello`` must declare exactly this."""
-    act_dim: int
-    """The action size of the run's agent; a ``hello`` must declare exactly this."""
+    actions: ActionSpace
+    """The run's action space (continuous dims and discrete branches); a ``hello`` must declare exactly this."""
     limits: Limits
     """Announced in ``welcome`` and enforced on every ``tr`` (build it with :func:`server.credit.session_limits`)."""
     max_agents_per_bot: int
@@ -94,7 +95,7 @@ class BotRules:
     def __post_init__(self) -> None:
         problems = [
             f"{name} must be >= 1, got {getattr(self, name)}"
-            for name in ("obs_dim", "act_dim", "max_agents_per_bot", "error_budget", "max_undecodable")
+            for name in ("obs_dim", "max_agents_per_bot", "error_budget", "max_undecodable")
             if getattr(self, name) < 1
         ]
         if not self.error_window > 0:
@@ -103,10 +104,10 @@ class BotRules:
             raise ValueError("invalid BotRules: " + "; ".join(problems))
 
     @classmethod
-    def from_config(cls, config: ServerConfig, obs_dim: int, act_dim: int, *, reward_terms: bool) -> BotRules:
+    def from_config(cls, config: ServerConfig, obs_dim: int, actions: ActionSpace, *, reward_terms: bool) -> BotRules:
         return cls(
             obs_dim=obs_dim,
-            act_dim=act_dim,
+            actions=actions,
             limits=session_limits(config),
             max_agents_per_bot=config.max_agents_per_bot,
             error_budget=config.error_budget,
@@ -214,7 +215,9 @@ class BotConnection:
             error = encode(Error(str(exc.code), exc.message))
             return Decision(replies=(error,), close=Close(CloseCode.POLICY_VIOLATION, _close_reason(exc.message)))
         bot_id = f"{hello.name[:40]}-{next(self._bot_numbers)}"  # stays within the 64-character id limit
-        spec = SessionSpec(rules.obs_dim, rules.act_dim, hello.n_agents, hello.reward, rules.limits)
+        spec = SessionSpec(
+            rules.obs_dim, rules.actions.continuous, hello.n_agents, hello.reward, rules.limits, rules.actions.branches
+        )
         session = BotSession(bot_id, uuid.uuid4().hex[:16], hello, spec, current.identity, self._logger)
         self._session = session
         welcome = Welcome(
@@ -230,11 +233,11 @@ class BotConnection:
 
     def _check_hello(self, hello: Hello) -> None:
         rules = self.rules
-        if hello.obs_dim != rules.obs_dim or hello.act_dim != rules.act_dim:
+        if hello.obs_dim != rules.obs_dim or hello.actions != rules.actions:
             raise ProtocolError(
                 ErrorCode.BAD_HELLO,
-                f"this run trains obs_dim={rules.obs_dim}, act_dim={rules.act_dim}; hello declared "
-                f"obs_dim={hello.obs_dim}, act_dim={hello.act_dim}",
+                f"this run trains obs_dim={rules.obs_dim}, {_declared(rules.actions)}; hello declared "
+                f"obs_dim={hello.obs_dim}, {_declared(hello.actions)}",
             )
         if hello.n_agents > rules.max_agents_per_bot:
             raise ProtocolError(ErrorCode.BAD_HELLO, f"n_agents {hello.n_agents} exceeds {rules.max_agents_per_bot}")
@@ -465,6 +468,13 @@ class BotConnection:
         while errors and now - errors[0] > self.rules.error_window:
             errors.popleft()
         return len(errors) >= self.rules.error_budget
+
+
+def _declared(actions: ActionSpace) -> str:
+    """A space as ``hello`` spells it: ``act_dim=2``, or with its discrete branches ``act_dim=0, branches=[3, 2]``."""
+    if not actions.branches:
+        return f"act_dim={actions.continuous}"
+    return f"act_dim={actions.continuous}, branches={list(actions.branches)}"
 
 
 def _all_pass(group: Sequence[TransitionHeader | TransitionBatch], last_seq: int, current: PolicyId) -> bool:

@@ -59,7 +59,7 @@ class QueueBounds:
             raise ValueError(f"credit_steps must be >= 1 or None, got {self.credit_steps}")
 
 
-def queue_bounds(config: ServerConfig, agent: Agent, obs_dim: int, act_dim: int) -> QueueBounds:
+def queue_bounds(config: ServerConfig, agent: Agent, obs_dim: int, act_width: int) -> QueueBounds:
     """How deep the queue may get before bots wait: a bound given in ``config`` is the only one.
 
     Unless ``queue_max_bytes`` is given, an on-policy agent (one with a ``max_policy_lag``)
@@ -70,7 +70,7 @@ def queue_bounds(config: ServerConfig, agent: Agent, obs_dim: int, act_dim: int)
     """
     max_bytes, credit_steps = config.queue_max_bytes, config.queue_max_steps
     if max_bytes is None:
-        step_bytes = 4 * (2 * obs_dim + act_dim + 8)  # obs, act, logp, reward, ids, share of bootstrap rows
+        step_bytes = 4 * (2 * obs_dim + act_width + 8)  # obs, act (its packed block), logp, reward, ids, bootstrap rows
         if credit_steps is None and agent.max_policy_lag is not None:
             credit_steps = ON_POLICY_QUEUED_UPDATES * agent.update_steps
         elif credit_steps is None and getattr(agent, "publish_steps", None):  # an off-policy agent's publish

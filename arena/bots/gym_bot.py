@@ -1,18 +1,22 @@
-"""Play any gymnasium continuous-control environment as a websocket bot: :func:`play_gym`, :class:`GymBot`, :func:`evaluate`.
+"""Play any gymnasium environment as a websocket bot: :func:`play_gym`, :class:`GymBot`, :func:`evaluate`.
 
 gymnasium is an optional extra (``pip install gymnasium``); it is imported only when
-one of these is used. The mapping between an environment and our protocol:
+one of these is used. The mapping between an environment and our protocol
+(:mod:`arena.bots.gym_spaces` holds it):
 
-* **Observations**: a ``Box`` space, flattened to float32 (``obs_dim`` = its size).
-  Other spaces are refused: wrap them with ``gymnasium.wrappers.FlattenObservation``.
-* **Actions**: the policy acts in [-1, 1] on every dimension, and the bot maps that box
-  linearly onto the environment's ``[low, high]``: ``low + (a + 1) / 2 · (high − low)``
-  (``a`` clipped to [-1, 1] first). So TD3/DDPG run with ``action_limit=1`` (their
-  default; other limits are refused), and PPO's raw Gaussian samples are clipped before
-  the mapping, as the protocol says a game does. Unbounded action spaces are refused:
-  there is no box to map onto. The rows sent to the server carry the action the policy
-  produced (normalized units, and for PPO the raw unclipped sample whose ``logp`` is
-  sent), never the rescaled one.
+* **Observations**: any space gymnasium can flatten, as float32 rows (``Discrete`` one-hot,
+  ``Dict`` and ``Tuple`` concatenated in order); ``obs_dim`` is the flat size.
+* **Actions**: each ``Box`` leaf adds continuous dims, each ``Discrete`` one discrete branch,
+  a ``MultiDiscrete`` one branch per entry and a ``MultiBinary`` one branch of two per bit
+  (``hello``'s ``act_dim`` and ``branches``). On a ``Box`` the policy acts in [-1, 1] and the bot
+  maps that linearly onto ``[low, high]``: ``low + (a + 1) / 2 · (high − low)`` (``a`` clipped
+  to [-1, 1] first). So TD3/DDPG run with ``action_limit=1`` (their default; other limits are
+  refused), and PPO's raw Gaussian samples are clipped before the mapping, as the protocol says
+  a game does. Unbounded boxes are refused: there is no box to map onto. The rows sent carry
+  the action the policy produced (normalized units, and for PPO the raw unclipped sample whose
+  ``logp`` is sent), never the rescaled one.
+* **Legal actions**: ``info["action_mask"]``, or the env's ``action_masks()`` method
+  (sb3-contrib's convention), is the mask the policy samples under and the bot sends.
 * **Rewards**: scalar rewards (``RewardMode.SCALAR``) as float32.
 * **Episode ends**: ``terminated`` → the terminal flag (no bootstrap), ``truncated`` →
   the truncated flag with ``next_obs`` = the true final observation (never the reset one).
@@ -37,7 +41,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -45,6 +49,8 @@ from numpy.typing import ArrayLike, NDArray
 from bot_protocol.client import BlockingBotClient, ClientConfig, ClientStats
 from bot_protocol.messages import RewardMode
 from bot_protocol.policy import Policy
+
+from .gym_spaces import ActionMap, ObservationMap, action_masks
 
 if TYPE_CHECKING:
     import gymnasium
@@ -127,15 +133,6 @@ class ActionScaling:
         return np.where(width > 0, 2.0 * (x - self.low) / safe - 1.0, 0.0).astype(np.float32)
 
 
-def _flat_dim(space: Any) -> int:
-    gym = require_gymnasium()
-    if not isinstance(space, gym.spaces.Box):
-        raise ValueError(
-            f"GymBot needs a Box observation space, got {space}; wrap the env with gymnasium.wrappers.FlattenObservation"
-        )
-    return math.prod(space.shape)
-
-
 def _check_limit(policy: Policy) -> None:
     if policy.deterministic_kind and not math.isclose(float(policy.arch.act_limit), 1.0):
         raise ValueError(
@@ -197,6 +194,21 @@ class GymResult:
     """The newest weights the bot held at the end (for :func:`evaluate`)."""
 
 
+class _Taken(NamedTuple):
+    """What the policy chose for every sub-environment at one tick, as recorded."""
+
+    actions: NDArray[np.float32]
+    logp: NDArray[np.float32]
+    dact: NDArray[np.int64] | None
+    mask: NDArray[np.bool_] | None
+
+    def rows(self, rows: NDArray[np.intp]) -> _Taken:
+        def pick(a: Any) -> Any:
+            return None if a is None else a[rows]
+
+        return _Taken(self.actions[rows], self.logp[rows], pick(self.dact), pick(self.mask))
+
+
 class GymBot:
     """One gymnasium environment, single or vector, played as one websocket bot.
 
@@ -245,9 +257,13 @@ class GymBot:
             self.n_envs = 1
             obs_space, act_space = env.observation_space, env.action_space
             self.autoreset_mode = None
-        self.scaling = ActionScaling.from_space(act_space)
-        self.obs_dim = _flat_dim(obs_space)
-        self.act_dim = self.scaling.act_dim
+        self.observations = ObservationMap.from_space(obs_space)
+        self.action_map = ActionMap.from_space(act_space)
+        self.actions = self.action_map.actions
+        self.scaling = ActionScaling.from_space(act_space) if isinstance(act_space, gym.spaces.Box) else None
+        """A plain ``Box``: its actions map in one vectorized step (the other spaces map row by row)."""
+        self.obs_dim = self.observations.obs_dim
+        self.act_dim = self.actions.continuous
         config = ClientConfig(
             url,
             name,
@@ -257,11 +273,13 @@ class GymBot:
             reward=RewardMode.SCALAR,
             token=token,
             batch_steps=batch_steps,
+            branches=self.actions.branches,
         )
         self.bot = BlockingBotClient(config, seed=seed)
         self._gym = gym
-        obs, _ = env.reset(seed=seed)
+        obs, info = env.reset(seed=seed)
         self._obs = self._flat(obs)
+        self._mask = self._masks(info)
         self._skip = np.zeros(self.n_envs, dtype=bool)
         """NEXT_STEP mode: sub-environments whose next step is gymnasium's reset step (not a transition)."""
         self._returns = np.zeros(self.n_envs, dtype=np.float64)
@@ -300,7 +318,30 @@ class GymBot:
             self.env.close()
 
     def _flat(self, obs: Any) -> NDArray[np.float32]:
-        return np.asarray(obs, dtype=np.float32).reshape(self.n_envs, self.obs_dim)
+        return self.observations.rows(obs, self.n_envs, self.vectorized)
+
+    def _masks(self, info: Any) -> NDArray[np.bool_] | None:
+        """The legal actions the game reports for the next step (None: it reports none, or acts in no branch)."""
+        if not self.actions.branches:
+            return None
+        return action_masks(self.env, info, self.n_envs, self.actions.n_logits, self.vectorized)
+
+    def _act(self, obs: NDArray[np.float32]) -> tuple[Any, NDArray[np.float32], NDArray[np.float32], Any]:
+        """The policy's choice for every sub-environment: (what ``env.step`` takes, actions, logp, dact or None).
+
+        ``env.step``'s argument is one action for a single environment, the batch for a vector one.
+        """
+        if self.scaling is not None:  # a plain Box: one vectorized map
+            actions, logp = self.bot.act(obs)
+            env_actions: Any = self.scaling.to_env(actions)
+            return (env_actions if self.vectorized else env_actions[0]), actions, logp, None
+        dact: NDArray[np.int64] | None = None
+        if self.actions.branches:
+            actions, logp, dact = self.bot.act(obs, mask=self._mask)
+        else:
+            actions, logp = self.bot.act(obs)
+        rows = self.action_map.to_env(actions, dact if dact is not None else np.zeros((len(obs), 0), np.int64))
+        return (self.action_map.batch(rows) if self.vectorized else rows[0]), actions, logp, dact
 
     def run(self, steps: int, stop: threading.Event | None = None) -> GymResult:
         """Play until ``steps`` more environment steps are recorded (or ``stop`` is set), then flush.
@@ -329,16 +370,17 @@ class GymBot:
         """Act for every sub-environment, step the environment once and record the transitions."""
         obs = self._obs
         self.ticks += 1
-        actions, logp = self.bot.act(obs)
-        env_actions = self.scaling.to_env(actions)
+        env_actions, actions, logp, dact = self._act(obs)
+        taken = _Taken(actions, logp, dact, self._mask)
         if not self.vectorized:
-            next_obs, reward, terminated, truncated, _ = self.env.step(env_actions[0])
+            next_obs, reward, terminated, truncated, info = self.env.step(env_actions)
             final = self._flat(next_obs)
             done = bool(terminated or truncated)
-            self._record(obs, actions, logp, np.array([reward]), np.array([terminated]), np.array([truncated]), final, None)
+            self._record(obs, taken, np.array([reward]), np.array([terminated]), np.array([truncated]), final, None)
             if done:
-                next_obs, _ = self.env.reset()
+                next_obs, info = self.env.reset()
             self._obs = self._flat(next_obs)
+            self._mask = self._masks(info)
             return
         next_obs, reward, terminated, truncated, infos = self.env.step(env_actions)
         terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
@@ -351,30 +393,30 @@ class GymBot:
             final = self._obs.copy()
             mask = np.asarray(infos.get("_final_obs", np.zeros(self.n_envs, dtype=bool)), dtype=bool)
             for i in np.flatnonzero(mask):
-                final[i] = np.asarray(infos["final_obs"][i], dtype=np.float32).reshape(self.obs_dim)
-            self._record(obs, actions, logp, reward, terminated, truncated, final, None)
+                final[i] = self.observations.rows(infos["final_obs"][i], 1, False)[0]
+            self._record(obs, taken, reward, terminated, truncated, final, None)
         elif mode is modes.NEXT_STEP:
             # A sub-environment that ended last step was reset by this one, which ignored its
             # action and returned its first observation: that row is no transition.
             active = ~self._skip
             self._obs = self._flat(next_obs)
-            self._record(obs, actions, logp, reward, terminated, truncated, self._obs, active)
+            self._record(obs, taken, reward, terminated, truncated, self._obs, active)
             self._skip = terminated | truncated
         else:  # DISABLED: reset the ended ones ourselves
             final = self._flat(next_obs)
-            self._record(obs, actions, logp, reward, terminated, truncated, final, None)
+            self._record(obs, taken, reward, terminated, truncated, final, None)
             ended = terminated | truncated
             if ended.any():
-                reset_obs, _ = self.env.reset(options={"reset_mask": ended})
+                reset_obs, infos = self.env.reset(options={"reset_mask": ended})
                 self._obs = self._flat(reset_obs)
             else:
                 self._obs = final
+        self._mask = self._masks(infos)
 
     def _record(
         self,
         obs: NDArray[np.float32],
-        actions: NDArray[np.float32],
-        logp: NDArray[np.float32],
+        taken: _Taken,
         reward: ArrayLike,
         terminated: ArrayLike,
         truncated: ArrayLike,
@@ -391,10 +433,14 @@ class GymBot:
         if len(rows) == 0:
             return
         every = len(rows) == self.n_envs
+        if not every:
+            taken = taken.rows(rows)
+        discrete = {} if taken.dact is None else {"dact": taken.dact, "mask": taken.mask}
         self.bot.record(
             obs if every else obs[rows],
-            actions if every else actions[rows],
-            logp if every else logp[rows],
+            taken.actions,
+            taken.logp,
+            **discrete,
             reward=reward_a[rows].astype(np.float32),
             terminal=term[rows],
             truncated=trunc[rows],
@@ -448,8 +494,9 @@ def evaluate(
     """Returns of ``episodes`` episodes played locally (no server) with deterministic actions.
 
     Args:
-        policy: our :class:`Policy` (it acts with its mean: no noise, no sampling), or any
-            function from observations (n, obs_dim) to normalized actions in [-1, 1].
+        policy: our :class:`Policy` (it acts with its mean and, in discrete branches, the likeliest
+            legal action: no noise, no sampling), or any function from observations (n, obs_dim) to
+            normalized actions in [-1, 1] (a ``Box`` action space only).
         env: a registered id or a factory of one environment.
         seed: the environment is reset with it once, then episodes follow on.
 
@@ -460,26 +507,43 @@ def evaluate(
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     one = make_env(env, 1, False, env_kwargs)
     try:
-        scaling = ActionScaling.from_space(one.action_space)
-        obs_dim = _flat_dim(one.observation_space)
+        observations = ObservationMap.from_space(one.observation_space)
+        action_map = ActionMap.from_space(one.action_space)
+        space = action_map.actions
         if isinstance(policy, Policy):
             _check_limit(policy)
-            if (policy.obs_dim, policy.act_dim) != (obs_dim, scaling.act_dim):
-                raise ValueError(f"policy is {policy.obs_dim}→{policy.act_dim}, the env {obs_dim}→{scaling.act_dim}")
-            act: ActFn = policy.mean
-        else:
-            act = policy
+            if policy.obs_dim != observations.obs_dim or policy.actions != space:
+                raise ValueError(
+                    f"policy is {policy.obs_dim}→{_outputs(policy.actions)}, the env {observations.obs_dim}→{_outputs(space)}"
+                )
+        elif space.branches:
+            raise ValueError(f"a function of observations acts in a Box only; {one.action_space} has discrete actions")
         returns = []
-        obs, _ = one.reset(seed=seed)
+        obs, info = one.reset(seed=seed)
         for _ in range(episodes):
             total, done = 0.0, False
             while not done:
-                action = act(np.asarray(obs, dtype=np.float32).reshape(1, obs_dim))
-                obs, reward, terminated, truncated, _ = one.step(scaling.to_env(action)[0])
+                row = observations.rows(obs, 1, False)
+                mask = action_masks(one, info, 1, space.n_logits, False) if space.branches else None
+                if isinstance(policy, Policy):
+                    chosen = policy.act(row, _NO_RNG, deterministic=True, mask=mask)
+                    actions, dact = chosen[0], (chosen[2] if space.branches else np.zeros((1, 0), np.int64))
+                else:
+                    actions, dact = np.asarray(policy(row), dtype=np.float32).reshape(1, -1), np.zeros((1, 0), np.int64)
+                obs, reward, terminated, truncated, info = one.step(action_map.to_env(actions, dact)[0])
                 total += float(reward)
                 done = bool(terminated or truncated)
             returns.append(total)
-            obs, _ = one.reset()
+            obs, info = one.reset()
         return returns
     finally:
         one.close()
+
+
+def _outputs(space: Any) -> str:
+    """A space's outputs in short: ``1`` (continuous dims), or ``0 + branches [3, 2]``."""
+    return f"{space.continuous} + branches {list(space.branches)}" if space.branches else str(space.continuous)
+
+
+_NO_RNG = np.random.default_rng(0)
+"""Deterministic play draws nothing; :meth:`Policy.act` still takes a generator."""

@@ -1,4 +1,4 @@
-"""``arena gym``: play a gymnasium environment as a bot of a running server."""
+"""``arena gym``: train a gymnasium environment in one command, or play it as a bot of a running server."""
 
 from __future__ import annotations
 
@@ -6,51 +6,78 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from .options import positive_int
+from ..defaults import GYM_ENVS
+from .options import add_agent_flags, positive_int
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Add ``arena gym`` to the subcommands of ``arena``."""
     gym = commands.add_parser(
         "gym",
-        help="play a gymnasium environment as a bot of a running server",
+        help="train a gymnasium environment in one command, or play it as a bot of a running server",
         description=(
-            "Connect to a training server (e.g. 'arena serve --agent td3 --obs-dim 3 --act-dim 1') and play "
-            "a gymnasium environment as one websocket bot: observations flattened to float32, actions "
-            "mapped from [-1, 1] to the environment's bounds, terminated and truncated kept apart. "
-            "Needs gymnasium (pip install -e '.[gym]')."
+            "Without --url: start a server and trainer sized from the environment's spaces, play it for --steps, "
+            "evaluate the final policy and write a run directory (summary.json, checkpoints/). With --url: play it "
+            "as one websocket bot of that server (e.g. 'arena serve --agent td3 --obs-dim 3 --act-dim 1'). Any "
+            "space gymnasium can flatten is observed (Discrete one-hot, Dict and Tuple concatenated); Box actions "
+            "are mapped from [-1, 1] to their bounds, Discrete, MultiDiscrete and MultiBinary ones are discrete "
+            "branches, masked by info['action_mask'] or the env's action_masks(). Needs gymnasium "
+            "(pip install -e '.[gym]')."
         ),
-        epilog="example: arena gym Pendulum-v1 --url ws://127.0.0.1:8765 --steps 20000",
+        epilog="examples: arena gym CartPole-v1 --steps 100000 --json; "
+        "arena gym Pendulum-v1 --url ws://127.0.0.1:8765 --steps 20000",
     )
-    gym.add_argument("env", help="gymnasium environment id, e.g. Pendulum-v1")
-    gym.add_argument("--url", default="ws://127.0.0.1:8765", help="server URL (default: ws://127.0.0.1:8765)")
-    gym.add_argument("--n-envs", type=positive_int, default=1, help="sub-environments in one vector env (default: 1)")
+    gym.add_argument("env", help="gymnasium environment id, e.g. CartPole-v1 or Pendulum-v1")
+    gym.add_argument("--url", default=None, help="play as a bot of this server instead of starting one (ws://host:port)")
+    gym.add_argument(
+        "--n-envs",
+        type=positive_int,
+        default=None,
+        help=f"sub-environments in one vector env (default: {GYM_ENVS} with its own server, 1 with --url)",
+    )
     gym.add_argument("--steps", type=positive_int, default=20_000, help="environment steps in all (default: 20000)")
-    gym.add_argument("--seed", type=int, default=0, help="seed for the environment and the exploration noise")
+    gym.add_argument("--seed", type=int, default=0, help="seed for the environment, the exploration and the agent")
     gym.add_argument("--name", default="gym", help="bot name shown by the server (default: gym)")
-    gym.add_argument("--token", default=os.environ.get("ARENA_TOKEN"), help="bearer token (default: $ARENA_TOKEN)")
+    gym.add_argument("--token", default=os.environ.get("ARENA_TOKEN"), help="bearer token with --url (default: $ARENA_TOKEN)")
     gym.add_argument(
         "--eval-episodes",
         type=int,
         default=10,
         metavar="N",
-        help="at the end, play N episodes locally with the newest policy's mean action and print their mean return "
-        "(0 skips it; default: 10)",
+        help="at the end, play N episodes locally with the final policy acting deterministically and print their "
+        "mean return (0 skips it; default: 10)",
     )
+    gym.add_argument("--out", type=Path, default=None, help="run directory without --url (default: runs/gym-ENV)")
+    gym.add_argument("--json", action="store_true", help="without --url: end with the run's summary as one JSON line")
+    add_agent_flags(gym)
 
 
 def run(args: argparse.Namespace) -> int:
-    """``arena gym``: a gymnasium environment played as a bot of a running server; the exit code."""
+    """``arena gym``: its own server and trainer, or a bot of ``--url``; the exit code."""
+    if args.url is None:
+        from .gym_local import GymPlan, run_local
+
+        return run_local(GymPlan.from_flags(args))
+    for flag, given in (("--out", args.out is not None), ("--json", args.json), ("--agent-option", args.agent_option)):
+        if given:
+            raise ValueError(f"{flag} applies when arena gym runs its own server (without --url)")
+    return _play(args)
+
+
+def _play(args: argparse.Namespace) -> int:
+    """A gymnasium environment played as a bot of a running server."""
     import numpy as np
 
     from bot_protocol.client import HandshakeRejected
 
     from ..bots.gym_bot import GymBot, make_env
 
+    n_envs = args.n_envs or 1
     try:
-        environment = make_env(args.env, args.n_envs)
+        environment = make_env(args.env, n_envs)
     except ImportError as exc:
         raise ValueError(str(exc)) from None
     except Exception as exc:  # gymnasium's own errors (unknown id, bad kwargs) are not ours to type
@@ -68,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_episodes < 0:
         bot.close()
         raise ValueError(f"--eval-episodes must be >= 0, got {args.eval_episodes}")
-    print(f"arena gym: {args.env} x {args.n_envs} playing as bot {args.name!r} of {args.url}", flush=True)
+    print(f"arena gym: {args.env} x {n_envs} playing as bot {args.name!r} of {args.url}", flush=True)
     returns: list[float] = []
     done = 0
     policy = None
@@ -97,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         scores = evaluate(policy, args.env, episodes=args.eval_episodes, seed=args.seed + 1)
         print(
             f"arena gym: evaluation of policy version {policy.version}: mean return {np.mean(scores):.1f} "
-            f"(± {np.std(scores):.1f}) over {len(scores)} episodes with the mean action",
+            f"(± {np.std(scores):.1f}) over {len(scores)} episodes, acting deterministically",
             flush=True,
         )
     return 0

@@ -131,7 +131,7 @@ def parse_agent_options(agent: str, pairs: Sequence[str]) -> dict[str, Any]:
     from agents import PPOConfig, TD3Config
 
     fields = {f.name: f for f in dataclasses.fields(PPOConfig if agent == "ppo" else TD3Config)}
-    fixed = {"obs_dim", "act_dim", "seed", "device"}  # set by the game and by their own flags
+    fixed = {"obs_dim", "act_dim", "branches", "seed", "device"}  # set by the game and by their own flags
     options: dict[str, Any] = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")

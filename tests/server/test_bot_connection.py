@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from bot_protocol import (
+    ActionSpace,
     Architecture,
     Bye,
     CloseCode,
@@ -92,7 +93,7 @@ def connect(
 ) -> tuple[BotConnection, Metrics, Welcome]:
     """A connection past a good hello, with its metrics and the welcome it was sent."""
     metrics = Metrics()
-    rules = BotRules.from_config(config or ServerConfig(), OBS, ACT, reward_terms=True)
+    rules = BotRules.from_config(config or ServerConfig(), OBS, ActionSpace(ACT), reward_terms=True)
     bot = BotConnection(rules, metrics, queue if queue is not None else TransitionQueue(1 << 30), LOG, clock=clock or Clock())
     decision = bot.receive_hello(encode(Hello("unit", OBS, ACT, n_agents=AGENTS)), snapshot(), "ppo")
     assert decision.close is None and not decision.queued
@@ -169,7 +170,7 @@ def test_a_good_hello_is_welcomed_with_limits_credit_and_the_current_weights():
 
 
 def test_bot_ids_are_the_name_cut_to_40_characters_and_a_process_wide_number():
-    rules = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
+    rules = BotRules.from_config(ServerConfig(), OBS, ActionSpace(ACT), reward_terms=True)
     numbers = iter([7, 8])
     first = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG, numbers)
     second = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG, numbers)
@@ -201,7 +202,7 @@ def hello_frame(**fields: object) -> bytes:
 def test_a_refused_hello_gets_its_error_then_close_1008(frame: bytes, code: str, reason: str):
     metrics = Metrics()
     bot = BotConnection(
-        BotRules.from_config(ServerConfig(max_agents_per_bot=4), OBS, ACT, reward_terms=False),
+        BotRules.from_config(ServerConfig(max_agents_per_bot=4), OBS, ActionSpace(ACT), reward_terms=False),
         metrics,
         TransitionQueue(1 << 20),
         LOG,
@@ -218,14 +219,14 @@ def test_a_refused_hello_gets_its_error_then_close_1008(frame: bytes, code: str,
 
 def test_a_terms_hello_is_welcomed_where_the_run_has_a_reward_function():
     """``reward_terms`` (a server started with a reward function) is what makes terms mode available."""
-    rules = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
+    rules = BotRules.from_config(ServerConfig(), OBS, ActionSpace(ACT), reward_terms=True)
     bot = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG)
     (welcome,) = replies(bot.receive_hello(hello_frame(reward="terms"), snapshot(), "ppo"))
     assert isinstance(welcome, Welcome) and bot.session.terms
 
 
 def test_a_text_frame_closes_1003_without_an_error_before_and_after_the_hello():
-    rules = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
+    rules = BotRules.from_config(ServerConfig(), OBS, ActionSpace(ACT), reward_terms=True)
     bot = BotConnection(rules, Metrics(), TransitionQueue(1 << 20), LOG)
     assert bot.receive_hello("hello?", snapshot(), "ppo") == Decision(
         close=Close(CloseCode.UNSUPPORTED_DATA, "binary frames only")
@@ -610,8 +611,85 @@ def test_bye_closes_1000_after_what_came_before_it_is_queued():
 
 
 def test_rules_are_validated_at_construction():
-    good = BotRules.from_config(ServerConfig(), OBS, ACT, reward_terms=True)
+    good = BotRules.from_config(ServerConfig(), OBS, ActionSpace(ACT), reward_terms=True)
     with pytest.raises(ValueError, match="obs_dim"):
         dataclasses.replace(good, obs_dim=0)
     with pytest.raises(ValueError, match="error_window"):
         dataclasses.replace(good, error_window=0.0)
+
+
+# ── a run with discrete branches (§3.1, §3.7.1) ──────────────────────────────
+
+
+DISCRETE = ActionSpace(1, (3, 2))
+"""One continuous dim beside two branches: the mixed case, which holds the discrete one."""
+
+
+def connect_discrete() -> tuple[BotConnection, TransitionQueue]:
+    """A connection of a run acting in :data:`DISCRETE`, past a good hello."""
+    queue = TransitionQueue(1 << 30)
+    rules = BotRules.from_config(ServerConfig(), OBS, DISCRETE, reward_terms=True)
+    bot = BotConnection(rules, Metrics(), queue, LOG, clock=Clock())
+    decision = bot.receive_hello(encode(Hello("unit", OBS, 1, n_agents=AGENTS, branches=(3, 2))), snapshot(), "ppo")
+    assert decision.close is None
+    return bot, queue
+
+
+def discrete_tr(seq: int, dact: list[list[int]], mask: np.ndarray | None = None) -> bytes:
+    n = len(dact)
+    batch = TransitionBatch(
+        seq=seq,
+        generation=CURRENT[0],
+        version=CURRENT[1],
+        agent=(np.arange(n) % AGENTS).astype(np.uint32),
+        episode=np.zeros(n, np.uint32),
+        obs=np.full((n, OBS), 0.5, np.float32),
+        act=np.full((n, 1), 0.25, np.float32),
+        logp=np.full(n, -1.0, np.float32),
+        flags=np.zeros(n, np.uint8),
+        rew=np.ones(n, np.float32),
+        dact=np.array(dact, np.uint32),
+        mask=mask,
+    )
+    return encode(batch)
+
+
+def test_a_hello_must_declare_the_runs_branches():
+    rules = BotRules.from_config(ServerConfig(), OBS, DISCRETE, reward_terms=True)
+    for hello in (Hello("old", OBS, 1, n_agents=1), Hello("other", OBS, 1, n_agents=1, branches=(3, 3))):
+        decision = BotConnection(rules, Metrics(), TransitionQueue(1 << 30), LOG).receive_hello(
+            encode(hello), snapshot(), "ppo"
+        )
+        (error,) = replies(decision)
+        assert isinstance(error, Error) and error.code == "bad_hello"
+        assert "this run trains obs_dim=3, act_dim=1, branches=[3, 2]" in error.msg
+        assert decision.close is not None and decision.close.code == CloseCode.POLICY_VIOLATION
+
+
+def test_discrete_rows_are_queued_as_one_packed_float_block():
+    """[continuous | one index a branch | the mask as 0/1]: the queue and the learner see one float block."""
+    bot, _ = connect_discrete()
+    mask = np.array([[1, 0, 1, 1, 1], [1, 1, 1, 1, 0]], np.uint8)
+    decision = bot.receive([discrete_tr(0, [[2, 1], [0, 0]], mask), discrete_tr(1, [[1, 0], [2, 1]])], CURRENT)
+    assert not errors(decision) and steps(decision) == 4
+    blocks = np.concatenate([arrival.batch.act for arrival in decision.queued if arrival.batch is not None])
+    assert blocks.shape == (4, DISCRETE.packed_width)
+    np.testing.assert_array_equal(blocks[:2], [[0.25, 2, 1, 1, 0, 1, 1, 1], [0.25, 0, 0, 1, 1, 1, 1, 0]])
+    np.testing.assert_array_equal(blocks[2:, 3:], np.ones((2, 5)))  # no mask sent: every action legal
+
+
+def test_discrete_faults_get_their_codes_and_lose_nothing_else():
+    bot, _ = connect_discrete()
+    all_forbidden = np.array([[0, 0, 0, 1, 1]], np.uint8)
+    forbidden_taken = np.array([[1, 0, 1, 1, 1]], np.uint8)
+    decision = bot.receive(
+        [
+            discrete_tr(0, [[3, 0]]),  # branch 0 has 3 actions
+            discrete_tr(1, [[0, 0]], all_forbidden),
+            discrete_tr(2, [[1, 0]], forbidden_taken),
+            discrete_tr(3, [[2, 1]], forbidden_taken),
+        ],
+        CURRENT,
+    )
+    assert errors(decision) == [("bad_action", 0), ("bad_mask", 1), ("illegal_action", 2)]
+    assert steps(decision) == 1 and bot.session.last_seq == 3

@@ -58,7 +58,12 @@ def test_the_default_engine_is_the_compiled_one_for_every_command() -> None:
 
     assert ENGINE_NAMES == ENGINES  # the flag's choices, written out to keep numpy out of the CLI's start
     parser = build_parser()
-    commands = [["train"], ["match", "--bot", "sitting", "--bot", "sitting"], ["worker", "--url", "ws://h:1"], ["league", "run"]]
+    commands = [
+        ["train"],
+        ["match", "--bot", "sitting", "--bot", "sitting"],
+        ["worker", "--url", "ws://h:1"],
+        ["league", "run"],
+    ]
     assert ENGINE == "numba" and {parser.parse_args(argv).engine for argv in commands} == {ENGINE}
 
 

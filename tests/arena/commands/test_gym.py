@@ -1,0 +1,41 @@
+"""``arena gym``: one command trains a gymnasium game through its own server (arena/commands/gym.py, gym_local.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gymnasium")
+
+from arena.cli import main
+
+
+def test_without_url_it_trains_evaluates_and_writes_a_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / "run"
+    code = main(["gym", "CartPole-v1", "--steps", "3000", "--eval-episodes", "2", "--seed", "1", "--out", str(out), "--json"])
+    assert code == 0
+    stdout, stderr = capsys.readouterr()
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary == json.loads((out / "summary.json").read_text())
+    assert summary["env"] == "CartPole-v1" and summary["steps"] >= 3000 and summary["eval_episodes"] == 2
+    assert summary["seconds"] > 0 and summary["eval_mean_return"] > 0 and summary["eval_std_return"] >= 0
+    assert summary["policy_version"] >= 1 and summary["seed"] == 1
+    assert "branches=[2]" in stderr and "steps=3,000" in stderr  # progress goes to stderr with --json
+    assert any((out / "checkpoints").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["gym", "CartPole-v1", "--url", "ws://127.0.0.1:9", "--json"], "--json applies when arena gym runs its own server"),
+        (["gym", "CartPole-v1", "--agent", "td3", "--steps", "10"], "DDPG and TD3 learn continuous actions only"),
+        (["gym", "CartPole-v1", "--agent-option", "branches=3"], "--agent-option 'branches=3': expected NAME=VALUE"),
+        (["gym", "NoSuchGame-v0", "--steps", "10"], "cannot make 'NoSuchGame-v0'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path):
+    assert main([*argv, *(["--out", str(tmp_path)] if "--url" not in argv else [])]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], lines
