@@ -7,6 +7,7 @@ what the trainer's actor computes for the same weights.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 
 import numpy as np
@@ -15,7 +16,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot_protocol import ActionSpace, Architecture, ErrorCode, MixedAction, Policy, ProtocolError, decode_tensors
+from bot_protocol import (
+    ActionSpace,
+    Architecture,
+    ErrorCode,
+    MixedAction,
+    Policy,
+    ProtocolError,
+    decode_tensors,
+    encode_tensors,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -298,3 +308,63 @@ def test_worked_example_of_a_masked_categorical_actor():
     np.testing.assert_allclose(policy.log_prob(obs, none, dact=[[3]], mask=mask), [-0.939568], atol=1e-6)
     np.testing.assert_allclose(policy.entropy(obs, mask), [0.931545], atol=1e-6)
     assert policy.act(obs, np.random.default_rng(0), deterministic=True, mask=mask).dact.tolist() == [[0]]
+
+
+def test_worked_example_of_a_mixed_actor():
+    """docs/protocol.md §4.5, test vector 2: one continuous dim and branches [3, 2], action 1 of branch 0 masked out.
+
+    Pins the numbers the page prints (logits, log-probs, entropy, deterministic play) and both test vectors'
+    weights blobs (size and sha256), so the page cannot drift from the code.
+    """
+    tensors = {
+        "l0.weight": np.array([[0.5, -0.25], [1.0, 0.5], [-0.75, 0.25]], np.float32),
+        "l0.bias": np.array([0.1, -0.2, 0.0], np.float32),
+        "l1.weight": np.array(
+            [[0.5, 0.0, -0.5], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [0.0, -1.0, 1.0]],
+            np.float32,
+        ),
+        "l1.bias": np.array([0.1, 0.0, 1.0, 0.0, -0.25, 0.0], np.float32),
+        "log_std": np.array([-0.5], np.float32),
+    }
+    arch = Architecture("mixed_mlp", (2, 3, 6), "tanh", -3.0, 0.0, continuous=1, branches=(3, 2))
+    policy = Policy(arch, tensors)
+    obs = np.array([[0.5, -1.0]], np.float32)
+    mask = np.array([[1, 0, 1, 1, 1]], np.uint8)
+    np.testing.assert_allclose(policy.mean(obs), [[0.6458247]], atol=1e-6)
+    np.testing.assert_allclose(policy.std, [0.6065307], atol=1e-6)
+    np.testing.assert_allclose(policy.logits(obs), [[0.5370496, 0.8026247, -0.5545997, 0.0896743, -0.3572244]], atol=1e-6)
+    a = policy.mean(obs) + policy.std * np.float32(-1.0)
+    np.testing.assert_allclose(a, [[0.0392940]], atol=1e-6)
+    every_0 = np.array([[0, 0], [1, 0], [2, 0]])  # each action of branch 0, beside action 0 of branch 1
+    gaussian = -0.9189385  # -0.5 z² - log_std' - 0.5 ln 2π with z = -1, log_std' = -0.5
+    logp_1 = -0.494458  # action 0 of branch 1
+    np.testing.assert_allclose(
+        policy.log_prob(np.repeat(obs, 3, 0), np.repeat(a, 3, 0), dact=every_0, mask=np.repeat(mask, 3, 0)),
+        [gaussian - 0.289427 + logp_1, -np.inf, gaussian - 1.381077 + logp_1],
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(policy.log_prob(obs, a, dact=[[2, 1]], mask=mask), [-3.241371], atol=1e-6)
+    np.testing.assert_allclose(policy.log_prob(obs, a, dact=[[0, 0]], mask=mask), [-1.702823], atol=1e-6)
+    np.testing.assert_allclose(policy.entropy(obs, mask), [2.151498], atol=1e-6)
+    acted = policy.act(obs, np.random.default_rng(0), deterministic=True, mask=mask)
+    assert acted.dact.tolist() == [[0, 0]]
+    np.testing.assert_allclose(acted.actions, [[0.6458247]], atol=1e-6)
+    np.testing.assert_allclose(acted.logp, [-1.202823], atol=1e-6)
+    assert policy.act(obs, np.random.default_rng(0), deterministic=True).dact.tolist() == [[1, 0]]  # unmasked
+    blob = policy.to_weights().tensors
+    assert (len(blob), hashlib.sha256(blob).hexdigest()) == (
+        464,
+        "e2a1a57d1093c064ad5c0593bf21fec959d56c07d75cb767d576d137c57959ba",
+    )
+    first = encode_tensors(
+        {
+            "l0.weight": tensors["l0.weight"],
+            "l0.bias": tensors["l0.bias"],
+            "l1.weight": np.array([[1.0, -1.0, 0.5], [0.5, 0.5, 0.5], [-1.0, 0.25, 1.0], [0.0, 1.5, -0.5]], np.float32),
+            "l1.bias": np.array([0.0, 0.1, -0.1, 0.2], np.float32),
+        }
+    )
+    assert (len(first), hashlib.sha256(first).hexdigest()) == (
+        364,
+        "68ffa430babcc41b51cb0d49c254ac4378b6adf38d961dd8a1b65163b893c605",
+    )
