@@ -6,9 +6,21 @@ import struct
 import time
 
 import msgpack
+import numpy as np
 import pytest
 
-from bot_protocol import Credit, ErrorCode, Hello, RewardMode, decode_from_bot, decode_from_server, encode
+from bot_protocol import (
+    Credit,
+    ErrorCode,
+    Hello,
+    Limits,
+    RewardMode,
+    SessionSpec,
+    TransitionBatch,
+    decode_from_bot,
+    decode_from_server,
+    encode,
+)
 from tests.bot_protocol.helpers import MAX, assert_code, make_batch
 
 # ── golden bytes ─────────────────────────────────────────────────────────────
@@ -30,6 +42,41 @@ def test_hello_golden_bytes():
     )
     assert encode(hello) == golden
     assert decode_from_bot(golden, None, MAX) == hello
+
+
+def test_discrete_hello_and_tr_golden_bytes_of_the_protocols_worked_example():
+    """docs/protocol.md §9.3's bytes: a hello with branches and a tr with dact and mask, byte for byte."""
+    hello = Hello("bot", 2, 1, 2, RewardMode.SCALAR, "x", (3, 2))
+    golden_hello = bytes.fromhex(
+        "89a17601a174a568656c6c6fa46e616d65a3626f74a76f62735f64696d02a76163745f64696d01a86e5f6167656e747302"
+        "a6726577617264a67363616c6172a6636c69656e74a178a86272616e63686573920302"
+    )
+    assert encode(hello) == golden_hello and decode_from_bot(golden_hello, None, MAX) == hello
+    batch = TransitionBatch(
+        seq=0,
+        generation=0,
+        version=3,
+        agent=np.array([0, 1], np.uint32),
+        episode=np.array([0, 0], np.uint32),
+        obs=np.array([[0.5, -1.0], [0.0, 2.0]], np.float32),
+        act=np.array([[0.25], [-0.5]], np.float32),
+        logp=np.array([-1.5, -2.25], np.float32),
+        flags=np.array([0, 1], np.uint8),
+        rew=np.array([0.5, -1.0], np.float32),
+        dact=np.array([[2, 1], [1, 1]], np.uint32),
+        mask=np.array([[1, 0, 1, 1, 1], [1, 1, 0, 0, 1]], np.uint8),
+    )
+    golden_tr = bytes.fromhex(
+        "8fa17601a174a27472a373657100a367656e00a376657203a16e02a56167656e74c4080000000001000000a7657069736f6465"
+        "c4080000000000000000a36f6273c4100000003f000080bf0000000000000040a3616374c4080000803e000000bfa46c6f6770"
+        "c4080000c0bf000010c0a5666c616773c4020001a464616374c41002000000010000000100000001000000a46d61736bc40a"
+        "01000101010101000001a3726577c4080000003f000080bf"
+    )
+    assert encode(batch) == golden_tr
+    spec = SessionSpec(2, 1, 2, RewardMode.SCALAR, Limits(), (3, 2))
+    checked = decode_from_bot(golden_tr, spec, MAX)
+    assert isinstance(checked, TransitionBatch)
+    np.testing.assert_array_equal(checked.act, [[0.25, 2, 1, 1, 0, 1, 1, 1], [-0.5, 1, 1, 1, 1, 0, 0, 1]])
 
 
 # ── refusals ─────────────────────────────────────────────────────────────────
