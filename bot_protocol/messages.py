@@ -141,6 +141,9 @@ class Architecture:
     - ``"mixed_mlp"`` (PPO with discrete branches): ``y[:continuous]`` is a Gaussian mean as
       in ``gaussian_mlp`` (``log_std`` has ``continuous`` entries, and is absent when that is 0);
       the rest is each branch's logits in turn, a categorical over the actions its mask allows.
+
+    With ``obs_clip`` (any kind), the input is first normalized:
+    ``x = clip((obs - obs_norm.mean) / obs_norm.std, -obs_clip, obs_clip)``, from two more tensors.
     """
 
     kind: str
@@ -154,6 +157,8 @@ class Architecture:
     """``mixed_mlp`` only: the Gaussian dims, the first outputs of the last layer."""
     branches: tuple[int, ...] = ()
     """``mixed_mlp`` only: the discrete branches' sizes, whose logits follow the Gaussian mean."""
+    obs_clip: float | None = None
+    """Where normalized observations are clipped; None (the field absent): observations are not normalized."""
 
     @property
     def actions(self) -> ActionSpace:
@@ -164,6 +169,8 @@ class Architecture:
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"kind": self.kind, "layers": list(self.layers), "activation": self.activation}
+        if self.obs_clip is not None:
+            wire["obs_clip"] = self.obs_clip
         if self.kind == "tanh_mlp":
             wire["act_limit"] = self.act_limit
             return wire
@@ -186,6 +193,7 @@ class Architecture:
             act_limit=float(arch.get("act_limit", 1.0)),
             continuous=int(arch.get("continuous", 0)),
             branches=tuple(int(b) for b in arch.get("branches", ())),
+            obs_clip=None if arch.get("obs_clip") is None else float(arch["obs_clip"]),
         )
 
     @classmethod
@@ -198,13 +206,13 @@ class Architecture:
         ):
             raise ProtocolError(ErrorCode.BAD_FIELD, "field 'layers' must list at least two sizes in [1, 65536]")
         kind = read_str(m, "kind", MAX_NAME_LEN)
+        obs_clip = _obs_clip(m)
         if kind == "tanh_mlp":
             act_limit = read_float(m, "act_limit")
             if not act_limit > 0:
                 raise ProtocolError(ErrorCode.BAD_FIELD, f"field 'act_limit' must be > 0, got {act_limit}")
-            return cls(
-                kind=kind, layers=tuple(layers), activation=read_str(m, "activation", MAX_NAME_LEN), act_limit=act_limit
-            )
+            activation = read_str(m, "activation", MAX_NAME_LEN)
+            return cls(kind=kind, layers=tuple(layers), activation=activation, act_limit=act_limit, obs_clip=obs_clip)
         continuous, branches = _mixed_outputs(m, layers[-1]) if kind == "mixed_mlp" else (0, ())
         return cls(
             kind=kind,
@@ -214,7 +222,18 @@ class Architecture:
             log_std_max=read_float(m, "log_std_max"),
             continuous=continuous,
             branches=branches,
+            obs_clip=obs_clip,
         )
+
+
+def _obs_clip(m: Mapping[str, Any]) -> float | None:
+    """The optional ``obs_clip`` field: a finite number > 0, or None when absent (no normalization)."""
+    if "obs_clip" not in m:
+        return None
+    obs_clip = read_float(m, "obs_clip")
+    if not obs_clip > 0:
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"field 'obs_clip' must be > 0, got {obs_clip}")
+    return obs_clip
 
 
 def _mixed_outputs(m: Mapping[str, Any], width: int) -> tuple[int, tuple[int, ...]]:

@@ -9,7 +9,8 @@ bounds; ``mixed_mlp`` (PPO with discrete branches) samples its continuous dims a
 allows (:mod:`bot_protocol.categorical`). The forward passes match
 ``agents.networks.GaussianActor`` and ``agents.td3.DeterministicActor`` within float32
 tolerance (tested against them), and the masked log-probs and entropies torch's
-distributions within 1e-6.
+distributions within 1e-6. Any kind may normalize its observations first, as the trainer
+did (``Architecture.obs_clip`` and the ``obs_norm.mean`` and ``obs_norm.std`` tensors).
 A :class:`Policy` is immutable once built: a bot swaps the
 whole object for a new one when weights arrive, so it never acts with half-updated
 weights.
@@ -48,6 +49,22 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 KINDS = ("gaussian_mlp", "tanh_mlp", "mixed_mlp")
+OBS_NORM_TENSORS = ("obs_norm.mean", "obs_norm.std")
+"""The observation statistics a normalizing actor carries beside its layers (with ``Architecture.obs_clip``)."""
+
+
+class _ObsNorm(NamedTuple):
+    """The trainer's observation scaling: ``clip((obs - mean) / std, -clip, clip)``, float32 throughout."""
+
+    mean: NDArray[np.float32]
+    std: NDArray[np.float32]
+    clip: np.float32
+
+    def apply(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+        """``obs`` normalized and clipped, a new array (the same operations, so the same floats, as the trainer's)."""
+        x = obs - self.mean
+        x /= self.std
+        return np.clip(x, -self.clip, self.clip, out=x)
 
 
 class MixedAction(NamedTuple):
@@ -71,7 +88,9 @@ class Policy:
     Args:
         arch: the network description from the ``weights`` message.
         tensors: ``l{i}.weight`` (out, in), ``l{i}.bias`` (out,) per layer, and ``log_std``
-            (``gaussian_mlp``, and ``mixed_mlp`` with continuous dims: one entry per dim).
+            (``gaussian_mlp``, and ``mixed_mlp`` with continuous dims: one entry per dim); with
+            ``arch.obs_clip``, ``obs_norm.mean`` and ``obs_norm.std`` (obs_dim,), which every
+            observation is normalized by before the first layer.
         generation, version: the weights' identity, stamped on every transition acted with them.
         explore: ``tanh_mlp`` only: ``noise`` (Gaussian std in action units, default 0.1)
             and ``random`` (1 = uniform random actions: the trainer is still warming up).
@@ -80,7 +99,8 @@ class Policy:
     (``None``: all are), in :meth:`act`, :meth:`log_prob` and :meth:`entropy`.
 
     Raises:
-        ProtocolError: ``bad_weights`` when a tensor is missing or of the wrong shape.
+        ProtocolError: ``bad_weights`` when a tensor is missing or of the wrong shape, or when
+            ``obs_clip`` and the two ``obs_norm`` tensors do not come together.
     """
 
     def __init__(
@@ -108,8 +128,10 @@ class Policy:
         if not (math.isfinite(self.noise) and self.noise >= 0):
             raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"explore noise must be a finite number >= 0, got {self.noise}")
         self._layers = _load_layers(arch, tensors)
+        self._obs_norm = _load_obs_norm(arch, tensors)
         n_std = 0 if self.deterministic_kind else self._space.continuous
         expected = {f"l{i}.{part}" for i in range(len(self._layers)) for part in ("weight", "bias")}
+        expected |= set(OBS_NORM_TENSORS) if self._obs_norm is not None else set()
         extra = set(tensors) - expected - ({"log_std"} if n_std else set())
         if extra:
             raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"unexpected tensors {sorted(extra)[:4]}")
@@ -171,6 +193,8 @@ class Policy:
             tensors[f"l{i}.bias"] = bias
         if len(self.log_std) and not self.deterministic_kind:
             tensors["log_std"] = self.log_std
+        if self._obs_norm is not None:
+            tensors.update(zip(OBS_NORM_TENSORS, (self._obs_norm.mean, self._obs_norm.std), strict=True))
         return Weights.pack(self.generation, self.version, self.arch, tensors, self.explore)
 
     def mean(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -193,8 +217,10 @@ class Policy:
         return self._forward(obs)[:, self._space.continuous :]
 
     def _forward(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
-        """The MLP's last-layer output ``y`` for a batch."""
+        """The MLP's last-layer output ``y`` for a batch (of observations normalized first, when the actor says so)."""
         y = np.asarray(obs, dtype=np.float32)
+        if self._obs_norm is not None:
+            y = self._obs_norm.apply(y)
         last = len(self._layers) - 1
         for i, (weight_t, bias) in enumerate(self._layers):
             y = y @ weight_t
@@ -358,6 +384,28 @@ def _load_layers(
         bias = _tensor(tensors, f"l{i}.bias", (fan_out,))
         layers.append((np.ascontiguousarray(weight.T), bias))
     return layers
+
+
+def _load_obs_norm(arch: Architecture, tensors: Mapping[str, NDArray[np.float32]]) -> _ObsNorm | None:
+    """The observation scaling ``arch`` and ``tensors`` give, or None: all three parts, or none of them.
+
+    One part without the others is refused rather than guessed at: a policy that skipped a scaling
+    its weights were trained with would act on inputs they never saw.
+    """
+    parts = {name: name in tensors for name in OBS_NORM_TENSORS} | {"arch field 'obs_clip'": arch.obs_clip is not None}
+    if not any(parts.values()):
+        return None
+    missing = [name for name, present in parts.items() if not present]
+    if missing:
+        raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"observation normalization without {', '.join(missing)}")
+    assert arch.obs_clip is not None
+    shape = (arch.layers[0],)
+    mean, std = (_tensor(tensors, name, shape).astype(np.float32) for name in OBS_NORM_TENSORS)
+    if not (std > 0).all():
+        raise ProtocolError(ErrorCode.BAD_WEIGHTS, "tensor 'obs_norm.std' must be > 0 everywhere")
+    if not (math.isfinite(arch.obs_clip) and arch.obs_clip > 0):
+        raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"obs_clip must be a finite number > 0, got {arch.obs_clip}")
+    return _ObsNorm(mean, std, np.float32(arch.obs_clip))
 
 
 def _tensor(tensors: Mapping[str, NDArray[np.float32]], name: str, shape: tuple[int, ...]) -> NDArray[np.float32]:

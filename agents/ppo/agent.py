@@ -9,7 +9,9 @@ when the agent is built, and again by :meth:`PPOAgent.distribute`: the reference
 written-out one, the multi-rank one or the CUDA graph's (:mod:`agents.ppo.steps`). Every guard is
 one the Nim trainer this was ported from needed after a real failure; each one has its reason
 beside it. A config with discrete ``branches`` gets a :class:`~agents.networks.MixedActor` and the
-reference step; its rollout's actions are the packed block the actor splits.
+reference step; its rollout's actions are the packed block the actor splits. With ``obs_norm`` the
+rollout's observations are normalized once, as it is prepared, so every path and every kernel sees
+normalized observations without knowing it (:meth:`PPOAgent.update` says when the statistics move).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from torch import Tensor
 from ..common import Segment, SegmentEnd, compute_gae_flat, normalize_advantages, segment_rewards
 from ..distributed import GradientSync
 from ..networks import Actor, Critic, GaussianActor, MixedActor, check_same_shapes
+from ..normalization import ObsNormalizer, RunningMeanStd
 from .batch import pack
 from .config import PPOConfig
 from .fused import actor_critic_pass
@@ -40,7 +43,10 @@ class _Rollout(NamedTuple):
     """An update's data, ready for its minibatches: the packed rows, and what its metrics read."""
 
     rows: Tensor
-    """``obs | actions | old_logp | adv | ret`` (:func:`agents.ppo.batch.pack`), on the learner's device."""
+    """``obs | actions | old_logp | adv | ret`` (:func:`agents.ppo.batch.pack`), on the learner's device;
+    ``obs`` normalized when ``obs_norm`` is on."""
+    obs: NDArray[np.float32]
+    """The rollout's raw observations, as the bots sent them (what the running statistics take in)."""
     values: NDArray[np.float32]
     returns: NDArray[np.float32]
     rewards: NDArray[np.float32]
@@ -97,6 +103,8 @@ class PPOAgent:
         torch.manual_seed(config.seed)
         self.actor: Actor = new_actor(config).to(self.device)
         self.critic = Critic(config.obs_dim, config.hidden, config.activation).to(self.device)
+        self.obs_norm = ObsNormalizer(config.obs_dim, config.obs_norm_clip, self.device) if config.obs_norm else None
+        """The running observation statistics both networks' inputs are scaled by (``obs_norm``), else None."""
         self.progress = 0.0
         """The share of the run's budget spent, in [0, 1] (:meth:`set_progress`); it sets the learning rate."""
         self._evaluate = _fused_pass if config.fused and not config.branches else _module_pass
@@ -119,7 +127,13 @@ class PPOAgent:
         Every rank must then run the same number of minibatch steps per update, which PPO does:
         an update takes exactly ``rollout_steps`` steps. The CUDA graph path is turned off (the
         all-reduce is a host call between backward and step); call this before training.
+
+        Raises:
+            ValueError: with ``obs_norm``: each rank's statistics would follow its own bots' observations,
+                and the ranks would then train the same weights on differently scaled inputs.
         """
+        if self.obs_norm is not None:
+            raise ValueError("obs_norm is not available with several learner ranks: each rank's statistics would differ")
         self.gradient_sync = sync
         if self.optimizer.defaults["capturable"]:  # a graph's: not capturable any more
             self.optimizer = self._new_optimizer(capturable=False)
@@ -220,6 +234,12 @@ class PPOAgent:
 
         Newer segments wait for the next update, so every update has about the same size
         (and the same duration) however fast bots produce.
+
+        With ``obs_norm`` the running statistics take in the rollout's observations after its
+        epochs, not before: the update then trains on the normalization published with the
+        weights the bots acted with, so the ratio pi / pi_old starts at 1 (without lag) and
+        measures the gradient steps alone, not a change of the inputs' scale the clip never
+        bounded. The weights and statistics exported next are published together as one version.
         """
         cfg = self.config
         segments = self._take_rollout()
@@ -235,6 +255,8 @@ class PPOAgent:
             order = torch.randperm(n, generator=self.generator).to(self.device)
             for start in range(0, n, cfg.minibatch_size):
                 self.step(rollout.rows, order[start : start + cfg.minibatch_size])
+        if self.obs_norm is not None:
+            self.obs_norm.update(rollout.obs)
         self.updates += 1
         return self._metrics(rollout, self.totals.read())
 
@@ -242,7 +264,8 @@ class PPOAgent:
         """The rollout's rows with their advantages and returns: values, GAE per segment, normalization, anchor."""
         cfg, dev = self.config, self.device
         # Rebuild tensors on this (the trainer) thread from the plain arrays.
-        obs = torch.from_numpy(np.concatenate([s.obs for s in segments])).to(dev)
+        raw_obs = np.concatenate([s.obs for s in segments])
+        obs = self._normalized(torch.from_numpy(raw_obs).to(dev))
         actions = torch.from_numpy(np.concatenate([s.act for s in segments])).to(dev)
         if actions.shape[1] != cfg.action_width:
             raise ValueError(f"the rollout's actions are {actions.shape[1]} wide, this agent's {cfg.action_width}")
@@ -261,13 +284,18 @@ class PPOAgent:
             old_logp, adv_t = self._anchor_at_current_policy(mean, actions, old_logp, adv_t)
         # One matrix, so a minibatch is one gather, not five.
         rows = pack(obs, actions, old_logp, adv_t, ret_t)
-        return _Rollout(rows, values, returns, rewards, adv_branch, len(segments))
+        return _Rollout(rows, raw_obs, values, returns, rewards, adv_branch, len(segments))
+
+    def _normalized(self, obs: Tensor) -> Tensor:
+        """``obs`` as both networks see it: normalized with ``obs_norm``, else as it is (the same tensor)."""
+        return obs if self.obs_norm is None else self.obs_norm(obs)
 
     def _values(self, segments: list[Segment], obs: Tensor) -> tuple[Tensor | None, NDArray[np.float32], NDArray[np.float32]]:
         """(the actor's mean where the anchor reads it, every step's value, each segment's bootstrap value).
 
         Values come from the current critic (bots never hold it). The bootstrap value is V(next_obs)
-        for a truncated or cut segment, 0 after a natural end.
+        for a truncated or cut segment, 0 after a natural end. ``obs`` is already normalized; the
+        raw ``next_obs`` is normalized here the same way.
         """
         with torch.no_grad():
             mean, values_t = self._evaluate(self.actor, self.critic, obs, self.config)
@@ -276,7 +304,8 @@ class PPOAgent:
             last_values = np.zeros(len(segments), dtype=np.float32)
             if boot_rows:
                 boot_obs = np.stack([segments[i].next_obs for i in boot_rows])  # type: ignore[misc]
-                last_values[boot_rows] = self.critic(torch.from_numpy(boot_obs).to(self.device)).cpu().numpy()
+                boot_t = self._normalized(torch.from_numpy(boot_obs).to(self.device))
+                last_values[boot_rows] = self.critic(boot_t).cpu().numpy()
         return mean, values, last_values
 
     def _metrics(self, rollout: _Rollout, sums: dict[str, float]) -> dict[str, float]:
@@ -334,7 +363,12 @@ class PPOAgent:
     # ── export and persistence ───────────────────────────────────────────────
 
     def export_actor(self) -> tuple[dict[str, Any], dict[str, NDArray[np.float32]]]:
-        return self.actor.export()
+        """The actor in the bot-ready layout; with ``obs_norm`` also ``obs_norm.mean``, ``obs_norm.std`` and ``obs_clip``."""
+        arch, tensors = self.actor.export()
+        if self.obs_norm is not None:
+            arch["obs_clip"] = self.obs_norm.clip
+            tensors.update(self.obs_norm.export())
+        return arch, tensors
 
     def explore_settings(self) -> dict[str, float]:
         return {}
@@ -343,7 +377,7 @@ class PPOAgent:
         config = asdict(self.config)
         config["hidden"] = list(config["hidden"])
         config["branches"] = list(config["branches"])
-        return {
+        state = {
             "algo": self.name,
             "config": config,
             "actor": self.actor.state_dict(),
@@ -352,11 +386,15 @@ class PPOAgent:
             "updates": self.updates,
             "shuffle_rng": self.generator.get_state(),
         }
+        if self.obs_norm is not None:
+            state["obs_norm"] = self.obs_norm.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Load networks (must match this config) and Adam state (re-created if its shapes differ).
 
-        Both networks are checked before either is touched, so a mismatch never half-loads.
+        Both networks and the observation statistics are checked before any is touched, so a mismatch
+        never half-loads.
         Adam's moments come from the checkpoint; its learning rate and eps from this config.
         """
         if state.get("algo") != self.name:
@@ -366,6 +404,9 @@ class PPOAgent:
             raise ValueError(f"checkpoint's actor has discrete branches {branches}, this run's {self.config.branches}")
         for key, module in (("actor", self.actor), ("critic", self.critic)):
             check_same_shapes(key, module.state_dict(), state.get(key))
+        obs_stats = self._checkpoint_obs_stats(state)
+        if self.obs_norm is not None and obs_stats is not None:
+            self.obs_norm.load_stats(obs_stats)
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
         self.actor.clamp_log_std_()
@@ -391,6 +432,18 @@ class PPOAgent:
         self.step = self._step_kind(self._step_parts())
         if "shuffle_rng" in state:
             self.generator.set_state(state["shuffle_rng"])
+
+    def _checkpoint_obs_stats(self, state: dict[str, Any]) -> RunningMeanStd | None:
+        """The checkpoint's observation statistics, checked, or None when neither it nor this run normalizes.
+
+        Networks trained on normalized inputs act otherwise on raw ones (and the reverse), so a
+        checkpoint that normalized loaded into a run that does not (or the reverse) is refused by name.
+        """
+        saved = "obs_norm" in state
+        if saved != (self.obs_norm is not None):
+            said = "normalizes" if saved else "does not normalize"
+            raise ValueError(f"checkpoint {said} observations (obs_norm), this run's config says obs_norm={not saved}")
+        return RunningMeanStd.from_state(state["obs_norm"], self.config.obs_dim) if saved else None
 
     def rollback(self, state: dict[str, Any]) -> None:
         """Networks and Adam back to ``state``; the segments held for the next rollout stay."""

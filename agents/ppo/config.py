@@ -73,6 +73,12 @@ class PPOConfig:
     """Where advantages are normalized: ``"rollout"`` (once per update, the seed's guards) or
     ``"minibatch"`` (again in each minibatch, as Stable-Baselines3 and CleanRL do; the rollout's
     non-finite guard still runs first, and a minibatch of near-constant advantages is centered only)."""
+    obs_norm: bool = False
+    """Feed both networks ``clip((obs - mean) / sqrt(var + 1e-8), -obs_norm_clip, obs_norm_clip)``, with the
+    running mean and variance of every rollout's observations (:mod:`agents.normalization`); the bots get the
+    statistics with the weights and normalize the same way. Off: the networks see the raw observations."""
+    obs_norm_clip: float = 10.0
+    """Where normalized observations are clipped (``VecNormalize``'s default): a rare extreme value stays bounded."""
     max_policy_lag: int | None = 32
     """Segments acted by a policy more than this many versions behind are dropped (on-policy)."""
     cuda_graph: bool = True
@@ -120,6 +126,9 @@ class PPOConfig:
             problems.append(f"clip_epsilon must be in (0, 1), got {self.clip_epsilon}")
         if not 0.0 <= self.final_lr_fraction <= 1.0:
             problems.append(f"final_lr_fraction must be in [0, 1], got {self.final_lr_fraction}")
+        clip = self.obs_norm_clip
+        if not (isinstance(clip, int | float) and math.isfinite(clip) and clip > 0):
+            problems.append(f"obs_norm_clip must be a finite number > 0, got {self.obs_norm_clip}")
         for name in ("learning_rate", "adam_eps", "max_grad_norm", "max_log_ratio", "skip_grad_norm"):
             if not getattr(self, name) > 0:
                 problems.append(f"{name} must be > 0, got {getattr(self, name)}")
