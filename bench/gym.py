@@ -56,10 +56,11 @@ def log(started: float, message: str) -> None:
     print(f"[{time.monotonic() - started:6.0f} s] {message}", file=sys.stderr, flush=True)
 
 
-def ours(env: str, steps: int, seed: int, episodes: int, out: Path) -> dict[str, Any]:
-    """``arena gym ENV --steps N --seed S --json``: its summary, or a failed seed's record."""
+def ours(env: str, steps: int, seed: int, episodes: int, out: Path, options: list[str]) -> dict[str, Any]:
+    """``arena gym ENV --steps N --seed S --json`` (plus ``--agent-option``s): its summary, or a failed seed's record."""
     command = [sys.executable, "-m", "arena.cli", "gym", env, "--steps", str(steps), "--seed", str(seed)]
     command += ["--eval-episodes", str(episodes), "--json", "--out", str(out)]
+    command += [flag for option in options for flag in ("--agent-option", option)]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -145,13 +146,16 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (default: 0 1 2 3 4)")
     parser.add_argument("--eval-episodes", type=int, default=20, help="evaluation episodes per run (default: 20)")
     parser.add_argument("--no-sb3", action="store_true", help="skip the SB3 baseline")
+    parser.add_argument(
+        "--agent-option", action="append", default=[], metavar="NAME=VALUE", help="passed to arena gym (a probe)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     log(started, f"{args.env}, {args.steps:,} steps, seeds {args.seeds}: ours (arena gym), then SB3's PPO")
     mine: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="arena-bench-gym-") as root:
         for seed in args.seeds:
-            mine.append(ours(args.env, args.steps, seed, args.eval_episodes, Path(root) / f"seed{seed}"))
+            mine.append(ours(args.env, args.steps, seed, args.eval_episodes, Path(root) / f"seed{seed}", args.agent_option))
             log(started, f"ours, seed {seed}: {mine[-1]}")
     baseline: dict[str, Any]
     if args.no_sb3:
@@ -168,7 +172,8 @@ def main() -> int:
                 theirs.append(sb3(args.env, args.steps, seed, args.eval_episodes))
                 log(started, f"SB3, seed {seed}: {theirs[-1]}")
             baseline = {"settings": RL_ZOO_CARTPOLE, "seeds": theirs, **aggregate(theirs)}
-    target = TARGETS.get(args.env) if args.steps == TARGETS.get(args.env, {}).get("steps") else None
+    at_budget = args.steps == TARGETS.get(args.env, {}).get("steps") and not args.agent_option
+    target = TARGETS.get(args.env) if at_budget else None
     result = aggregate(mine)
     met = None if target is None else result["median"] >= target["median"] and result["worst"] >= target["worst"]
     print(
@@ -180,6 +185,8 @@ def main() -> int:
                 "eval_episodes": args.eval_episodes,
                 "python": platform.python_version(),
                 "cpus": os.cpu_count(),
+                "kind": "evaluation" if at_budget else "probe",
+                "agent_options": args.agent_option,
                 "ours": {"command": "arena gym ENV --steps N --seed S --json", "seeds": mine, **result},
                 "sb3_ppo": baseline,
                 "targets": target,
