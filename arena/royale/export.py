@@ -29,12 +29,15 @@ __all__ = ["export_royale_bot"]
 
 _VENDORED = (
     "__init__.py",
+    "actions.py",
     "batching.py",
+    "categorical.py",
     "codec.py",
     "errors.py",
     "fields.py",
     "messages.py",
     "policy.py",
+    "policy_id.py",
     "tensors.py",
     "transitions.py",
 )

@@ -3,11 +3,14 @@
 The weights file a checkpoint exports is the ``weights`` message bots receive, so
 ``bot_protocol.Policy.from_weights`` must rebuild the trainer's actor from it exactly: the same
 architecture, tensors and actions. A Tank Royale bot acts in the tank's continuous dims, so
-``--royale`` refuses such a policy in one line before writing anything.
+``--royale`` refuses such a policy in one line before writing anything; the bot directory it
+writes for a continuous policy carries every ``bot_protocol`` module its copy imports (checked
+here, without the Tank Royale API the royale tests need).
 """
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +20,8 @@ from agents import make_agent
 from agents.checkpoint import CheckpointStore
 from arena.bots.policies import load_weights
 from arena.cli import main
+from arena.games.tank.actions import ACT_DIM
+from arena.royale.export import export_royale_bot
 from bot_protocol import Policy, PolicyId, Weights
 from bot_protocol.tensors import decode_tensors
 
@@ -69,3 +74,19 @@ def test_royale_refuses_a_mixed_policy_in_one_line(checkpoint: tuple[Path, Weigh
     assert code == 2 and len(lines) == 1, err
     assert "mixed_mlp" in lines[0] and "continuous" in lines[0]
     assert not (tmp_path / "MixedBot").exists()
+
+
+def test_the_royale_bot_carries_every_bot_protocol_module_it_imports(tmp_path: Path) -> None:
+    """Read from the files, not imported: an editable install would resolve a missing module from the repository."""
+    agent = make_agent("ppo", OBS, ACT_DIM, hidden=(8,), seed=1)
+    path = CheckpointStore(tmp_path / "checkpoints").save(
+        {"agent": agent.state_dict(), "generation": 0, "version": 1}, PolicyId(0, 1)
+    )
+    export_royale_bot(path, tmp_path / "Bot")
+    package = tmp_path / "Bot" / "bot_protocol"
+    vendored = {module.stem for module in package.glob("*.py")}
+    for module in package.glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                needed = [node.module] if node.module else [alias.name for alias in node.names]
+                assert set(needed) <= vendored, f"{module.name} imports {needed}, not copied"
