@@ -62,12 +62,12 @@ def _export_onnx(args: argparse.Namespace) -> int:
     from ..games.tank.observation import OBS_DIM
 
     try:
-        from ..outputs.onnx_export import OPSET, export_onnx
+        from ..outputs.onnx_export import OPSET, export_onnx, signature
     except ModuleNotFoundError as exc:  # onnx/onnxscript are the export extra
         raise ValueError(f"--onnx needs {exc.name}: pip install -e '.[export]'") from None
     weights = load_weights(args.checkpoint)
     layers = weights.arch.layers
-    tank = layers[0] == OBS_DIM and layers[-1] == ACT_DIM
+    tank = weights.arch.kind != "mixed_mlp" and layers[0] == OBS_DIM and layers[-1] == ACT_DIM
     game = (
         {
             "arena.game": "tank",
@@ -79,10 +79,12 @@ def _export_onnx(args: argparse.Namespace) -> int:
         else {}
     )
     export_onnx(weights, args.output, game)
-    outputs = "mean, log_std" if weights.arch.kind == "gaussian_mlp" else "action"
+    inputs, outputs = signature(weights)
+    widths = {"obs": layers[0], "mask": weights.arch.actions.n_logits}
     print(
         f"arena export: wrote {args.output} ({args.output.stat().st_size:,} bytes, ONNX opset {OPSET}): {weights.arch.kind} "
-        f"{'→'.join(map(str, layers))}, input obs (batch, {layers[0]}), outputs {outputs}; "
+        f"{'→'.join(map(str, layers))}, {'input' if len(inputs) == 1 else 'inputs'} "
+        f"{', '.join(f'{name} (batch, {widths[name]})' for name in inputs)}, outputs {', '.join(outputs)}; "
         f"generation {weights.generation}, version {weights.version}"
     )
     return 0

@@ -9,8 +9,11 @@ what :class:`bot_protocol.Policy` computes (tested to float32 tolerance with onn
 
 The model (opset :data:`OPSET`, one dynamic batch axis): input ``obs`` float32 (batch, obs_dim);
 outputs ``mean`` and ``log_std`` for ``gaussian_mlp`` (PPO), ``action`` for ``tanh_mlp`` (DDPG,
-TD3). The game clips actions to its bounds; :func:`model_metadata` states the sizes, bounds and
-the weights' identity. docs/export.md describes the model for its users.
+TD3). A ``mixed_mlp`` (PPO with discrete branches) also takes ``mask`` float32 (batch,
+sum(branches)), 1 where an action is legal, and outputs ``mean``/``log_std`` for its continuous
+dims (when it has any), the masked ``logits`` and ``action``, each branch's most likely legal
+action (int64). The game clips continuous actions to its bounds; :func:`model_metadata` states the
+sizes, bounds and the weights' identity. docs/export.md describes the model for its users.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import math
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,42 +36,31 @@ from torch import Tensor, nn
 from bot_protocol import Weights
 from bot_protocol.tensors import decode_tensors
 
-__all__ = ["OPSET", "export_onnx", "model_metadata", "reference_actions", "weights_module"]
+__all__ = ["MASKED_LOGIT", "OPSET", "export_onnx", "model_metadata", "reference_actions", "signature", "weights_module"]
 
 OPSET = 18
 """The ONNX opset of exported models: onnxruntime 1.16 and later (2023) run it, as do Unity Sentis and
 ONNX Runtime Web."""
 
+MASKED_LOGIT = float(np.finfo(np.float32).min)
+"""The ``logits`` output where the mask forbids an action: float32's most negative finite number, as the
+trainer masks. Its exp is exactly 0, so a softmax gives it probability 0, yet unlike ``-inf`` an engine's
+``x - max(x)`` or ``0 * x`` never turns it into NaN."""
+
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
 class _Actor(nn.Module):
-    """The forward pass of a bot-ready actor in plain torch layers (exportable; no custom autograd)."""
+    """The forward pass of a bot-ready ``gaussian_mlp`` or ``tanh_mlp`` in plain torch layers (exportable)."""
 
     def __init__(self, weights: Weights) -> None:
         super().__init__()
         arch = weights.arch
-        if arch.kind not in ("gaussian_mlp", "tanh_mlp"):
-            raise ValueError(f"cannot export architecture kind {arch.kind!r} to ONNX")
-        if arch.activation not in _ACTIVATIONS:
-            raise ValueError(f"cannot export activation {arch.activation!r} to ONNX")
-        tensors = decode_tensors(weights.tensors)
-        layers: list[nn.Module] = []
-        sizes = list(arch.layers)
-        for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
-            linear = nn.Linear(fan_in, fan_out)
-            with torch.no_grad():
-                linear.weight.copy_(torch.from_numpy(np.array(tensors[f"l{i}.weight"], np.float32)))
-                linear.bias.copy_(torch.from_numpy(np.array(tensors[f"l{i}.bias"], np.float32)))
-            layers.append(linear)
-            if i < len(sizes) - 2:
-                layers.append(_ACTIVATIONS[arch.activation]())
-        self.net = nn.Sequential(*layers)
+        self.net = _mlp(weights)
         self.gaussian = arch.kind == "gaussian_mlp"
         if self.gaussian:
-            log_std = np.clip(np.array(tensors["log_std"], np.float32), arch.log_std_min, arch.log_std_max)
             # Not named "log_std": that is the output's name, and an ONNX graph names each value once.
-            self.register_buffer("clamped_log_std", torch.from_numpy(log_std.astype(np.float32)))
+            self.register_buffer("clamped_log_std", _clamped_log_std(weights))
         else:
             self.act_limit = float(arch.act_limit)
 
@@ -79,9 +72,83 @@ class _Actor(nn.Module):
         return self.act_limit * torch.tanh(y)
 
 
+class _MixedActor(nn.Module):
+    """A bot-ready ``mixed_mlp``: the Gaussian's mean and log-std, the masked logits and each branch's mode.
+
+    The mode is computed in the graph so an engine that only plays deterministically needs no
+    per-branch bookkeeping: it reads ``action``. ``ArgMax`` keeps the first of equal logits, as the
+    numpy ``Policy`` does.
+    """
+
+    def __init__(self, weights: Weights) -> None:
+        super().__init__()
+        space = weights.arch.actions
+        self.continuous, self.branches = space.continuous, space.branches
+        self.net = _mlp(weights)
+        self.register_buffer("clamped_log_std", _clamped_log_std(weights))
+
+    def forward(self, obs: Tensor, mask: Tensor | None = None) -> tuple[Tensor, ...]:
+        y: Tensor = self.net(obs)
+        outputs: tuple[Tensor, ...] = ()
+        if self.continuous:
+            mean = y[:, : self.continuous]
+            outputs = (mean, self.get_buffer("clamped_log_std").expand_as(mean))
+        if self.branches:
+            assert mask is not None
+            logits = torch.where(mask > 0.5, y[:, self.continuous :], MASKED_LOGIT)
+            modes = [part.argmax(dim=1, keepdim=True) for part in logits.split(self.branches, dim=1)]
+            outputs += (logits, torch.cat(modes, dim=1))
+        return outputs
+
+
+def _mlp(weights: Weights) -> nn.Sequential:
+    """The weights' MLP as torch layers, the activation between layers and none after the last."""
+    arch = weights.arch
+    if arch.kind not in ("gaussian_mlp", "tanh_mlp", "mixed_mlp"):
+        raise ValueError(f"cannot export architecture kind {arch.kind!r} to ONNX")
+    if arch.activation not in _ACTIVATIONS:
+        raise ValueError(f"cannot export activation {arch.activation!r} to ONNX")
+    tensors = decode_tensors(weights.tensors)
+    layers: list[nn.Module] = []
+    sizes = list(arch.layers)
+    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
+        linear = nn.Linear(fan_in, fan_out)
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(np.array(tensors[f"l{i}.weight"], np.float32)))
+            linear.bias.copy_(torch.from_numpy(np.array(tensors[f"l{i}.bias"], np.float32)))
+        layers.append(linear)
+        if i < len(sizes) - 2:
+            layers.append(_ACTIVATIONS[arch.activation]())
+    return nn.Sequential(*layers)
+
+
+def _clamped_log_std(weights: Weights) -> Tensor:
+    """The Gaussian's log-std clamped as the trainer clamps it (empty for a ``mixed_mlp`` without continuous dims)."""
+    arch = weights.arch
+    raw = decode_tensors(weights.tensors).get("log_std")
+    log_std = np.zeros(0, np.float32) if raw is None else np.array(raw, np.float32)
+    return torch.from_numpy(np.clip(log_std, arch.log_std_min, arch.log_std_max).astype(np.float32))
+
+
 def weights_module(weights: Weights) -> nn.Module:
     """The actor of ``weights`` as a torch module (eval mode): what :func:`export_onnx` exports."""
+    if weights.arch.kind == "mixed_mlp":
+        return _MixedActor(weights).eval()
     return _Actor(weights).eval()
+
+
+def signature(weights: Weights) -> tuple[list[str], list[str]]:
+    """The exported model's input and output names, in order: what a game feeds and reads."""
+    arch = weights.arch
+    if arch.kind == "tanh_mlp":
+        return ["obs"], ["action"]
+    if arch.kind != "mixed_mlp":
+        return ["obs"], ["mean", "log_std"]
+    space = arch.actions
+    gaussian = ["mean", "log_std"] if space.continuous else []
+    if not space.branches:
+        return ["obs"], gaussian
+    return ["obs", "mask"], [*gaussian, "logits", "action"]
 
 
 def model_metadata(weights: Weights, game: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -105,13 +172,37 @@ def model_metadata(weights: Weights, game: Mapping[str, str] | None = None) -> d
         limit = float(arch.act_limit)
         meta |= {"arena.outputs": "action: float32 (batch, act_dim), act_limit * tanh(mlp(obs))",
                  "arena.action_low": f"{-limit:g}", "arena.action_high": f"{limit:g}"}  # fmt: skip
+    elif arch.kind == "mixed_mlp":
+        meta |= _mixed_metadata(weights)
     else:
-        meta["arena.outputs"] = (
-            "mean: float32 (batch, act_dim), the Gaussian's mean; log_std: float32 (batch, act_dim), its clamped "
-            "log standard deviation; act with mean + exp(log_std) * N(0, 1) (as in training) or with mean"
-        )
+        meta["arena.outputs"] = _GAUSSIAN_OUTPUTS
     meta |= dict(game or {})
     return meta
+
+
+_GAUSSIAN_OUTPUTS = (
+    "mean: float32 (batch, act_dim), the Gaussian's mean; log_std: float32 (batch, act_dim), its clamped "
+    "log standard deviation; act with mean + exp(log_std) * N(0, 1) (as in training) or with mean"
+)
+
+
+def _mixed_metadata(weights: Weights) -> dict[str, str]:
+    """A ``mixed_mlp``'s sizes and signature: ``act_dim`` counts its continuous dims, as ``hello`` does."""
+    space = weights.arch.actions
+    meta = {"arena.act_dim": str(space.continuous), "arena.branches": ",".join(map(str, space.branches))}
+    outputs = [_GAUSSIAN_OUTPUTS] if space.continuous else []
+    if space.branches:
+        meta["arena.inputs"] = (
+            "obs: float32 (batch, obs_dim); mask: float32 (batch, sum(branches)), 1 where an action is legal and 0 "
+            "where it is forbidden, branch after branch (all ones: every action legal)"
+        )
+        meta["arena.masked_logit"] = str(np.float32(MASKED_LOGIT))
+        outputs.append(
+            "logits: float32 (batch, sum(branches)), each branch's logits in turn, arena.masked_logit where the mask "
+            "forbids; act with a softmax sample per branch (as in training) or with action; "
+            "action: int64 (batch, n_branches), each branch's most likely legal action (first of equals)"
+        )
+    return {**meta, "arena.outputs": "; ".join(outputs)}
 
 
 def export_onnx(weights: Weights, out: Path, game: Mapping[str, str] | None = None) -> None:
@@ -124,9 +215,8 @@ def export_onnx(weights: Weights, out: Path, game: Mapping[str, str] | None = No
     import onnx
 
     module = weights_module(weights)
-    obs_dim = weights.arch.layers[0]
-    example = torch.zeros((2, obs_dim), dtype=torch.float32)
-    names = ["mean", "log_std"] if weights.arch.kind == "gaussian_mlp" else ["action"]
+    inputs, outputs = signature(weights)
+    examples = _example_inputs(weights)[: len(inputs)]
     batch = torch.export.Dim("batch", min=1)
     quiet = io.StringIO()
     exporter_log = logging.getLogger("torch.onnx")
@@ -138,12 +228,14 @@ def export_onnx(weights: Weights, out: Path, game: Mapping[str, str] | None = No
             # internal pytree API from inside the exporter): nothing a user of the exported file can act on.
             warnings.simplefilter("ignore", FutureWarning)
             warnings.simplefilter("ignore", DeprecationWarning)
+            # obs and mask share the batch axis: the exporter names it once and says so about the second.
+            warnings.filterwarnings("ignore", "# The axis name: batch will not be used", UserWarning)
             program = torch.onnx.export(
                 module,
-                (example,),
-                input_names=["obs"],
-                output_names=names,
-                dynamic_shapes={"obs": {0: batch}},
+                examples,
+                input_names=inputs,
+                output_names=outputs,
+                dynamic_shapes={name: {0: batch} for name in inputs},
                 opset_version=OPSET,
                 dynamo=True,
                 verbose=False,
@@ -167,8 +259,15 @@ def export_onnx(weights: Weights, out: Path, game: Mapping[str, str] | None = No
     tmp.replace(out)
 
 
-def reference_actions(weights: Weights, obs: NDArray[np.float32]) -> dict[str, NDArray[np.float32]]:
-    """What the ONNX model must output for ``obs``, computed by the numpy ``Policy`` bots use."""
+def _example_inputs(weights: Weights) -> tuple[Tensor, Tensor]:
+    """An observation and an all-legal mask, two rows each: what the exporter traces the graph with."""
+    arch = weights.arch
+    n_logits = arch.actions.n_logits if arch.kind == "mixed_mlp" else 0
+    return torch.zeros((2, arch.layers[0]), dtype=torch.float32), torch.ones((2, n_logits), dtype=torch.float32)
+
+
+def reference_actions(weights: Weights, obs: NDArray[np.float32], mask: NDArray[Any] | None = None) -> dict[str, NDArray[Any]]:
+    """What the ONNX model must output for ``obs`` (and a ``mixed_mlp``'s ``mask``): the numpy ``Policy`` bots use."""
     from bot_protocol import Policy
 
     policy = Policy.from_weights(weights)
@@ -177,4 +276,12 @@ def reference_actions(weights: Weights, obs: NDArray[np.float32]) -> dict[str, N
         return {"action": mean}
     log_std = np.broadcast_to(policy.log_std, mean.shape).astype(np.float32)
     assert math.isfinite(float(log_std.sum()))
-    return {"mean": mean, "log_std": log_std}
+    gaussian = {"mean": mean, "log_std": log_std} if mean.shape[1] else {}
+    if not policy.actions.branches:
+        return gaussian
+    if mask is None:
+        mask = np.ones((len(mean), policy.actions.n_logits), np.float32)
+    legal = policy.actions.mask_of(mask, len(mean)) != 0
+    logits = np.where(legal, policy.logits(obs), np.float32(MASKED_LOGIT))
+    modes = policy.act(obs, np.random.default_rng(0), deterministic=True, mask=mask)
+    return gaussian | {"logits": logits, "action": modes[2]}

@@ -29,12 +29,15 @@ __all__ = ["export_royale_bot"]
 
 _VENDORED = (
     "__init__.py",
+    "actions.py",
     "batching.py",
+    "categorical.py",
     "codec.py",
     "errors.py",
     "fields.py",
     "messages.py",
     "policy.py",
+    "policy_id.py",
     "tensors.py",
     "transitions.py",
 )
@@ -50,7 +53,8 @@ def export_royale_bot(source: Path, out: Path, rules: TankRules | None = None, a
 
     Raises:
         FileNotFoundError: no such checkpoint or weights file.
-        ValueError: a bad bot name, a policy that does not fit the arena, or ``out`` is something else.
+        ValueError: a bad bot name, a policy that does not fit the arena (a ``mixed_mlp``'s discrete actions
+            among them), or ``out`` is something else.
     """
     name = out.name
     if not name.isidentifier() or len(name) > 30:
@@ -59,6 +63,11 @@ def export_royale_bot(source: Path, out: Path, rules: TankRules | None = None, a
         )
     weights = load_weights(source)
     layers = weights.arch.layers
+    if weights.arch.kind == "mixed_mlp":
+        raise ValueError(
+            f"a mixed_mlp policy ({weights.arch.actions.describe()}) picks discrete actions, and a Tank Royale "
+            f"tank acts in {ACT_DIM} continuous dims: export a continuous-action policy"
+        )
     if layers[0] != OBS_DIM or layers[-1] != ACT_DIM:
         raise ValueError(f"the policy maps {layers[0]} → {layers[-1]}, not the tank arena's {OBS_DIM} → {ACT_DIM}")
     if out.exists():
