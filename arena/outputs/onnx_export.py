@@ -109,7 +109,7 @@ def _mlp(weights: Weights) -> nn.Sequential:
     if arch.activation not in _ACTIVATIONS:
         raise ValueError(f"cannot export activation {arch.activation!r} to ONNX")
     tensors = decode_tensors(weights.tensors)
-    layers: list[nn.Module] = []
+    layers: list[nn.Module] = [] if arch.obs_clip is None else [_Normalize(tensors, arch.obs_clip)]
     sizes = list(arch.layers)
     for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         linear = nn.Linear(fan_in, fan_out)
@@ -120,6 +120,24 @@ def _mlp(weights: Weights) -> nn.Sequential:
         if i < len(sizes) - 2:
             layers.append(_ACTIVATIONS[arch.activation]())
     return nn.Sequential(*layers)
+
+
+class _Normalize(nn.Module):
+    """The observation scaling the trainer publishes (``obs_norm.mean``, ``obs_norm.std``, ``arch.obs_clip``), in the graph.
+
+    In the model, not left to the engine: an engine that fed raw observations to a network trained
+    on scaled ones would act on nonsense without any error.
+    """
+
+    def __init__(self, tensors: Mapping[str, NDArray[np.float32]], clip: float) -> None:
+        super().__init__()
+        self.register_buffer("obs_mean", torch.from_numpy(np.array(tensors["obs_norm.mean"], np.float32)))
+        self.register_buffer("obs_std", torch.from_numpy(np.array(tensors["obs_norm.std"], np.float32)))
+        self.clip = float(clip)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        scaled = (obs - self.get_buffer("obs_mean")) / self.get_buffer("obs_std")
+        return scaled.clamp(-self.clip, self.clip)
 
 
 def _clamped_log_std(weights: Weights) -> Tensor:

@@ -230,3 +230,25 @@ def test_cli_exports_a_mixed_checkpoint_and_its_weights_file_alike(tmp_path: Pat
         np.testing.assert_array_equal(a[key], b[key])
     meta = {p.key: p.value for p in onnx.load(str(tmp_path / "a.onnx")).metadata_props}
     assert "arena.game" not in meta  # 25 → 7 outputs are not the tank's five continuous dims
+
+
+@pytest.mark.parametrize("branches", [(), (3, 2)])
+def test_onnx_scales_observations_as_the_policy_does_when_the_trainer_normalizes_them(
+    branches: tuple[int, ...], tmp_path: Path
+) -> None:
+    """With obs_norm the model holds the published mean, std and clip: an engine feeds raw observations."""
+    torch.manual_seed(4)
+    extra = {"branches": branches} if branches else {}
+    agent = make_agent("ppo", OBS, 2, obs_norm=True, obs_norm_clip=2.0, **extra)
+    rng = np.random.default_rng(5)
+    assert agent.obs_norm is not None and agent.obs_norm.update(rng.normal(3.0, 4.0, (500, OBS)))  # type: ignore[attr-defined]
+    arch, tensors = agent.export_actor()
+    weights = Weights.pack(0, 1, arch, tensors)
+    assert weights.arch.obs_clip == 2.0
+    path = tmp_path / "policy.onnx"
+    export_onnx(weights, path)
+    obs = rng.normal(3.0, 8.0, (64, OBS)).astype(np.float32)  # many features past the clip
+    mask = np.ones((64, sum(branches)), np.float32) if branches else None
+    got, want = run(path, obs, mask), reference_actions(weights, obs, mask)
+    for name in ("mean", "log_std", *(("logits",) if branches else ())):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
