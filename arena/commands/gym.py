@@ -30,7 +30,11 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         epilog="examples: arena gym CartPole-v1 --steps 100000 --json; "
         "arena gym Pendulum-v1 --url ws://127.0.0.1:8765 --steps 20000",
     )
-    gym.add_argument("env", help="gymnasium environment id, e.g. CartPole-v1 or Pendulum-v1")
+    gym.add_argument(
+        "env",
+        help="gymnasium environment id (CartPole-v1, Pendulum-v1), or a PettingZoo module path for a turn-based game "
+        "trained by self-play (pettingzoo.classic.connect_four_v3)",
+    )
     gym.add_argument("--url", default=None, help="play as a bot of this server instead of starting one (ws://host:port)")
     gym.add_argument(
         "--n-envs",
@@ -52,16 +56,41 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
     gym.add_argument("--out", type=Path, default=None, help="run directory without --url (default: runs/gym-ENV)")
     gym.add_argument("--json", action="store_true", help="without --url: end with the run's summary as one JSON line")
+    gym.add_argument(
+        "--opponent",
+        default=None,
+        metavar="self|random|FILE",
+        help="turn-based games: who plays the learner's other seats: itself (default), a random legal player, or the "
+        "policy of a checkpoint or weights file; --n-envs games are played side by side, --steps counts the "
+        "learner's moves, and --eval-episodes games against a random legal player as each seat end the run",
+    )
     add_agent_flags(gym)
 
 
 def run(args: argparse.Namespace) -> int:
     """``arena gym``: its own server and trainer, or a bot of ``--url``; the exit code."""
+    from ..bots.turn_bot import is_module_path
+
     if args.url is None:
         from .gym_local import GymPlan, run_local
 
-        return run_local(GymPlan.from_flags(args))
-    for flag, given in (("--out", args.out is not None), ("--json", args.json), ("--agent-option", args.agent_option)):
+        plan = GymPlan.from_flags(args)
+        if is_module_path(args.env):
+            from .gym_turns import run_turns
+
+            return run_turns(plan)
+        if args.opponent is not None:
+            raise ValueError("--opponent applies to turn-based games (a PettingZoo module path)")
+        return run_local(plan)
+    if is_module_path(args.env):
+        raise ValueError("turn-based games train with arena gym's own server: leave out --url")
+    given_flags = (
+        ("--out", args.out is not None),
+        ("--json", args.json),
+        ("--agent-option", args.agent_option),
+        ("--opponent", args.opponent is not None),
+    )
+    for flag, given in given_flags:
         if given:
             raise ValueError(f"{flag} applies when arena gym runs its own server (without --url)")
     return _play(args)

@@ -22,7 +22,7 @@ from typing import Any
 from ..defaults import GYM_ENVS, gym_ppo_options
 from .options import parse_agent_options
 
-__all__ = ["GymPlan", "run_local"]
+__all__ = ["GymPlan", "Say", "run_local", "summary_of"]
 
 PROGRESS_STEPS = 10_000
 """Environment steps between two progress lines."""
@@ -38,11 +38,18 @@ class GymPlan:
     seed: int
     agent: str
     agent_options: Mapping[str, Any]
-    """Overrides of the agent's config: the gym preset (PPO), then ``--agent-option``."""
+    """``--agent-option``'s overrides of the agent's config (over the gym preset: :meth:`options_for`)."""
     out: Path
     eval_episodes: int
     json: bool
     name: str
+    opponent: str
+    """Turn-based games: who plays the learner's other seats (``self``, ``random`` or a policy's file)."""
+
+    def options_for(self, agents: int) -> dict[str, Any]:
+        """The agent's config overrides for ``agents`` parallel agents: the gym preset (PPO), then ``--agent-option``."""
+        preset = gym_ppo_options(agents) if self.agent == "ppo" else {}
+        return {**preset, **self.agent_options}
 
     @classmethod
     def from_flags(cls, flags: argparse.Namespace) -> GymPlan:
@@ -54,11 +61,23 @@ class GymPlan:
         if flags.eval_episodes < 0:
             raise ValueError(f"--eval-episodes must be >= 0, got {flags.eval_episodes}")
         n_envs = flags.n_envs or GYM_ENVS
-        options: dict[str, Any] = gym_ppo_options(n_envs) if flags.agent == "ppo" else {}
-        options.update(parse_agent_options(flags.agent, flags.agent_option))
+        options = parse_agent_options(flags.agent, flags.agent_option)
         out = flags.out or Path("runs") / f"gym-{_safe(flags.env)}"
+        opponent = flags.opponent or "self"
+        if opponent not in ("self", "random") and not Path(opponent).exists():
+            raise ValueError(f"--opponent {opponent!r}: expected self, random, or a checkpoint or weights file")
         return cls(
-            flags.env, n_envs, flags.steps, flags.seed, flags.agent, options, out, flags.eval_episodes, flags.json, flags.name
+            flags.env,
+            n_envs,
+            flags.steps,
+            flags.seed,
+            flags.agent,
+            options,
+            out,
+            flags.eval_episodes,
+            flags.json,
+            flags.name,
+            opponent,
         )
 
 
@@ -84,14 +103,15 @@ def run_local(plan: GymPlan) -> int:
         obs_dim = ObservationMap.from_space(obs_space).obs_dim
         actions = ActionMap.from_space(act_space).actions
         extra = {"branches": actions.branches} if actions.branches else {}
-        agent = make_agent(plan.agent, obs_dim, actions.continuous, seed=plan.seed, **extra, **plan.agent_options)
+        options = plan.options_for(plan.n_envs)
+        agent = make_agent(plan.agent, obs_dim, actions.continuous, seed=plan.seed, **extra, **options)
     except BaseException:
         environment.close()
         raise
     plan.out.mkdir(parents=True, exist_ok=True)
     checkpoints = TrainerConfig(checkpoint_dir=plan.out / "checkpoints")
     server = TrainingServer(agent, ServerConfig(host="127.0.0.1", port=0), checkpoints)
-    say = _Say(plan.json)
+    say = Say(plan.json)
     say(f"arena gym: {plan.env} ({obs_dim} observations, {actions.describe()}) x {plan.n_envs}, {plan.agent}, "
         f"{plan.steps:,} steps; run directory {plan.out}")  # fmt: skip
     returns: list[float] = []
@@ -114,7 +134,7 @@ def run_local(plan: GymPlan) -> int:
     arch, tensors = agent.export_actor()
     policy = Policy.from_weights(Weights.pack(generation, version, arch, tensors))
     scores = evaluate(policy, plan.env, plan.eval_episodes, seed=plan.seed + 10_000) if plan.eval_episodes else []
-    summary = _summary(plan, done, seconds, version, scores, returns)
+    summary = summary_of(plan, done, seconds, version, scores, returns, options)
     (plan.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if scores:
         say(f"arena gym: the final policy (v{version}) returned {summary['eval_mean_return']:.1f} "
@@ -136,9 +156,16 @@ def _make(plan: GymPlan) -> Any:
         raise ValueError(f"cannot make {plan.env!r}: {exc}") from None
 
 
-def _summary(
-    plan: GymPlan, steps: int, seconds: float, version: int, scores: list[float], returns: list[float]
+def summary_of(
+    plan: GymPlan,
+    steps: int,
+    seconds: float,
+    version: int,
+    scores: list[float],
+    returns: list[float],
+    options: Mapping[str, Any],
 ) -> dict[str, Any]:
+    """``summary.json``: what was run, for how long, and what the final policy scored."""
     mean = sum(scores) / len(scores) if scores else None
     std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores)) if mean is not None else None
     return {
@@ -155,12 +182,12 @@ def _summary(
         "eval_std_return": std,
         "eval_returns": scores,
         "training_episodes": len(returns),
-        "agent_options": {k: list(v) if isinstance(v, tuple) else v for k, v in plan.agent_options.items()},
+        "agent_options": {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()},
         "run_dir": str(plan.out),
     }
 
 
-class _Say:
+class Say:
     """Progress lines: stdout, or stderr when ``--json`` keeps stdout for the JSON object."""
 
     def __init__(self, json_mode: bool) -> None:

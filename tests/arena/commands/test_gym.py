@@ -26,6 +26,18 @@ def test_without_url_it_trains_evaluates_and_writes_a_run_directory(tmp_path: Pa
     assert any((out / "checkpoints").iterdir())
 
 
+def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    pytest.importorskip("pettingzoo")
+    argv = ["gym", "tests.arena.bots.tiny_nim", "--steps", "2000", "--n-envs", "4", "--eval-episodes", "20"]
+    assert main([*argv, "--out", str(tmp_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["env"] == "tests.arena.bots.tiny_nim" and summary["steps"] >= 2000 and summary["games"] > 0
+    assert summary["illegal_moves"] == 0 and summary["opponent"] == "self"
+    for seat in ("first", "second"):
+        record = summary["vs_random"][seat]
+        assert set(record) == {"win", "draw", "loss", "illegal_moves"} and record["win"] + record["loss"] == 1.0
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -33,6 +45,9 @@ def test_without_url_it_trains_evaluates_and_writes_a_run_directory(tmp_path: Pa
         (["gym", "CartPole-v1", "--agent", "td3", "--steps", "10"], "DDPG and TD3 learn continuous actions only"),
         (["gym", "CartPole-v1", "--agent-option", "branches=3"], "--agent-option 'branches=3': expected NAME=VALUE"),
         (["gym", "NoSuchGame-v0", "--steps", "10"], "cannot make 'NoSuchGame-v0'"),
+        (["gym", "CartPole-v1", "--opponent", "random"], "--opponent applies to turn-based games"),
+        (["gym", "tests.arena.bots.tiny_nim", "--url", "ws://127.0.0.1:9"], "leave out --url"),
+        (["gym", "tests.arena.bots.tiny_nim", "--opponent", "nobody"], "--opponent 'nobody': expected self, random"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path):

@@ -1,0 +1,88 @@
+"""``arena gym pettingzoo.MODULE``: a turn-based multi-agent game trained by self-play through a server of this process.
+
+The same run as :mod:`arena.commands.gym_local` (its own server and trainer, a run directory,
+``--json``), with a :class:`~arena.bots.turn_bot.TurnGameBot` in place of the gymnasium bot: every
+seat of ``--n-envs`` games is a row of the learning bot (``--opponent self``), or the learner plays
+one seat against a fixed player (``random``, or a trained policy's file). At the end the final
+policy plays ``--eval-episodes`` games against a random legal player as each seat.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .gym_local import GymPlan, Say, summary_of
+
+__all__ = ["run_turns"]
+
+PROGRESS_ROWS = 10_000
+"""Learner rows between two progress lines."""
+
+
+def run_turns(plan: GymPlan) -> int:
+    """Train the turn-based game ``plan.env`` by self-play (or against ``plan.opponent``); the exit code."""
+    from agents import make_agent
+    from bot_protocol import Policy, Weights
+    from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
+
+    from ..bots.policies import load_policy
+    from ..bots.turn_bot import RANDOM, SELF, Seats, TurnGameBot, load_turn_game, play_against, random_move
+
+    factory = load_turn_game(plan.env)
+    probe = factory()
+    probe.reset(seed=plan.seed)
+    try:
+        seats = Seats.of(probe)
+    finally:
+        probe.close()
+    opponent: Any = plan.opponent if plan.opponent in (SELF, RANDOM) else load_policy(Path(plan.opponent))
+    space = seats.actions.actions
+    agents = plan.n_envs * len(seats.names)
+    options = plan.options_for(agents)
+    agent = make_agent(plan.agent, seats.observations.obs_dim, 0, seed=plan.seed, branches=space.branches, **options)
+    plan.out.mkdir(parents=True, exist_ok=True)
+    checkpoints = TrainerConfig(checkpoint_dir=plan.out / "checkpoints")
+    server = TrainingServer(agent, ServerConfig(host="127.0.0.1", port=0), checkpoints)
+    say = Say(plan.json)
+    say(f"arena gym: {plan.env} ({len(seats.names)} seats, {seats.observations.obs_dim} observations, "
+        f"{space.n_logits} moves) x {plan.n_envs} games against {plan.opponent}, {plan.steps:,} rows; "
+        f"run directory {plan.out}")  # fmt: skip
+    started = time.monotonic()
+    with ServerThread(server) as running:
+        bot = TurnGameBot(running.url, factory, n_games=plan.n_envs, opponent=opponent, seed=plan.seed, name=plan.name)
+        with bot:
+            done = 0
+            while done < plan.steps:
+                done += bot.run(min(PROGRESS_ROWS, plan.steps - done))
+                if hasattr(agent, "set_progress"):  # PPO's learning rate falls over --steps
+                    agent.set_progress(min(1.0, done / plan.steps))
+                say(f"rows={done:,}  games={bot.games_played:,}  illegal moves={bot.illegal_moves}  "
+                    f"rows/s={done / max(time.monotonic() - started, 1e-6):,.0f}")  # fmt: skip
+    seconds = time.monotonic() - started
+    version = server.trainer.version
+    arch, tensors = agent.export_actor()
+    policy = Policy.from_weights(Weights.pack(server.trainer.generation, version, arch, tensors))
+    vs_random = {
+        name: play_against(policy, factory, random_move, seat, plan.eval_episodes, seed=plan.seed + 10_000).as_dict()
+        for seat, name in enumerate(("first", "second")[: len(seats.names)])
+    } if plan.eval_episodes else {}  # fmt: skip
+    summary = summary_of(plan, done, seconds, version, [], [], options)
+    summary.update(
+        kind="turn-based",
+        games=bot.games_played,
+        opponent=plan.opponent,
+        vs_random=vs_random,
+        illegal_moves=bot.illegal_moves + sum(int(r["illegal_moves"]) for r in vs_random.values()),
+    )
+    (plan.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    for seat, record in vs_random.items():
+        won, drew, lost = record["win"], record["draw"], record["loss"]
+        say(f"arena gym: the final policy (v{version}) as the {seat} player against a random legal one: "
+            f"won {won:.0%}, drew {drew:.0%}, lost {lost:.0%} of {plan.eval_episodes}")  # fmt: skip
+    say(f"arena gym: wrote {plan.out / 'summary.json'} and {plan.out / 'checkpoints'}")
+    if plan.json:
+        print(json.dumps(summary), flush=True)
+    return 0

@@ -1,0 +1,66 @@
+"""Turn-based games (PettingZoo AEC) through a real server: rows held until a seat's reward is known, masks kept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pettingzoo")
+
+from agents import make_agent
+from arena.bots.turn_bot import RANDOM, SELF, Seats, TurnGameBot, is_module_path, load_turn_game, play_against, random_move
+from bot_protocol import Policy, Weights
+from server import ServerConfig, ServerThread, TrainingServer
+from tests.arena.bots import tiny_nim
+
+
+def server(seed: int = 0) -> tuple[TrainingServer, object]:
+    """A server of a small PPO learner for tiny_nim, and its agent."""
+    agent = make_agent("ppo", 5, 0, branches=(2,), rollout_steps=256, minibatch_size=64, epochs=4, learning_rate=3e-3,
+                       entropy_coef=0.0, seed=seed)  # fmt: skip
+    return TrainingServer(agent, ServerConfig(port=0)), agent
+
+
+def test_module_paths_are_told_from_gymnasium_ids_and_loaded():
+    assert is_module_path("pettingzoo.classic.connect_four_v3") and is_module_path("tests.arena.bots.tiny_nim")
+    assert not is_module_path("CartPole-v1") and not is_module_path("ALE/Pong-v5")
+    assert load_turn_game("tests.arena.bots.tiny_nim") is tiny_nim.env
+    with pytest.raises(ValueError, match=r"cannot import 'no\.such\.game'"):
+        load_turn_game("no.such.game")
+    with pytest.raises(ValueError, match="has no env"):
+        load_turn_game("tests.arena.bots.test_turn_bot")
+
+
+def test_seats_read_the_observation_and_its_action_mask():
+    env = tiny_nim.env()
+    env.reset(seed=0)
+    seats = Seats.of(env)
+    assert seats.names == ("player_0", "player_1") and seats.observations.obs_dim == 5
+    obs, legal = seats.read({"observation": 1, "action_mask": np.array([1, 0], np.int8)}, {})
+    np.testing.assert_array_equal(obs, [0, 1, 0, 0, 0])
+    np.testing.assert_array_equal(legal, [True, False])
+
+
+@pytest.mark.parametrize("opponent", [SELF, RANDOM])
+def test_self_play_and_a_fixed_opponent_train_through_a_real_server_with_no_illegal_move(opponent):
+    with ServerThread(server()[0]) as running:
+        bot = TurnGameBot(running.url, tiny_nim.env, n_games=4, opponent=opponent, seed=1)
+        with bot:
+            assert bot.run(1_500) >= 1_500
+        assert bot.illegal_moves == 0 and all(game.illegal == 0 for game in bot.games)
+        assert bot.games_played > 300
+        version = running.call(lambda: running.server.trainer.version)
+    assert version >= 1  # the trainer updated on the rows
+
+
+def test_the_trained_policy_wins_as_the_first_player_and_plays_only_legal_moves():
+    """From 4 stones the first player always wins with the right moves: self-play finds them."""
+    srv, agent = server(seed=2)
+    with ServerThread(srv) as running, TurnGameBot(running.url, tiny_nim.env, n_games=8, seed=2) as bot:
+        bot.run(12_000)
+    arch, tensors = agent.export_actor()  # type: ignore[attr-defined]
+    policy = Policy.from_weights(Weights.pack(0, 1, arch, tensors))
+    first = play_against(policy, tiny_nim.env, random_move, seat=0, games=100, seed=3)
+    assert first.win >= 0.95 and first.illegal_moves == 0
+    random_first = play_against(policy, tiny_nim.env, random_move, seat=1, games=100, seed=3)
+    assert random_first.win + random_first.loss == 1.0 and random_first.illegal_moves == 0
