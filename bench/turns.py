@@ -1,0 +1,304 @@
+"""Learning benchmark on a masked board game: connect four by self-play through the server, beside sb3-contrib's MaskablePPO.
+
+Run ``python bench/turns.py`` (``pip install -e '.[turns]'``; with ``.[bench]`` and sb3-contrib for the
+baseline). Ours is the command a user types, ``arena gym pettingzoo.classic.connect_four_v3 --minutes
+M``-style: ``arena gym MODULE --steps N --seed S --json`` in a subprocess (its own server and
+trainer, one bot playing both seats of ``--n-envs`` games), stopped by its step budget, which the
+first seed sizes to the wall-clock budget (``--minutes``, 10 by default: the issue's budget on 2
+cores). The final policy then plays 200 games as each seat against two fixed players: a random
+legal player and a one-move-lookahead player (takes a winning move, else blocks the opponent's,
+else random), deterministically. The baseline is MaskablePPO trained for the same wall-clock
+budget against a random legal player (the seat alternating by episode, its masks from
+``action_masks()``), evaluated the same way.
+
+Targets (issue's proof, every seed): against random legal >= 95% won as first and as second,
+against the lookahead player >= 60% as first and as second, 0 illegal moves. Progress goes to
+stderr; the last stdout line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]  # bench/arena.py must not shadow arena
+sys.path.insert(0, os.path.dirname(_here))
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+from numpy.typing import NDArray  # noqa: E402
+
+GAME = "pettingzoo.classic.connect_four_v3"
+ROWS, COLUMNS = 6, 7
+TARGETS = {"random": 0.95, "lookahead": 0.60}
+
+
+def log(started: float, message: str) -> None:
+    print(f"[{time.monotonic() - started:6.0f} s] {message}", file=sys.stderr, flush=True)
+
+
+# ── the fixed players ────────────────────────────────────────────────────────
+
+
+def _wins(board: NDArray[np.bool_]) -> bool:
+    """Four in a row anywhere on a (6, 7) board of one player's pieces."""
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        for r in range(ROWS):
+            for c in range(COLUMNS):
+                if all(
+                    0 <= r + k * dr < ROWS and 0 <= c + k * dc < COLUMNS and board[r + k * dr, c + k * dc] for k in range(4)
+                ):
+                    return True
+    return False
+
+
+def _drop(mine: NDArray[np.bool_], theirs: NDArray[np.bool_], column: int) -> NDArray[np.bool_]:
+    """``mine`` with a piece dropped into ``column`` (the lowest empty row: row 5 is the bottom)."""
+    filled = mine | theirs
+    row = max(r for r in range(ROWS) if not filled[r, column])
+    after = mine.copy()
+    after[row, column] = True
+    return after
+
+
+def lookahead_move(obs: NDArray[np.float32], legal: NDArray[np.bool_], rng: np.random.Generator) -> int:
+    """Take a win, else block the opponent's, else a random legal move (the issue's one-move lookahead)."""
+    planes = obs.reshape(ROWS, COLUMNS, 2) > 0.5
+    mine, theirs = planes[..., 0], planes[..., 1]
+    columns = np.flatnonzero(legal)
+    for column in columns:
+        if _wins(_drop(mine, theirs, int(column))):
+            return int(column)
+    for column in columns:
+        if _wins(_drop(theirs, mine, int(column))):
+            return int(column)
+    return int(rng.choice(columns))
+
+
+# ── ours ─────────────────────────────────────────────────────────────────────
+
+
+def ours(seed: int, steps: int, n_envs: int, out: Path) -> dict[str, Any]:
+    """``arena gym GAME --steps N --json`` in a subprocess; its summary, or a failed seed's record."""
+    command = [sys.executable, "-m", "arena.cli", "gym", GAME, "--steps", str(steps), "--seed", str(seed)]
+    command += ["--n-envs", str(n_envs), "--eval-episodes", "0", "--json", "--out", str(out)]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"seed": seed, "failed": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"seed": seed, "seconds": round(time.monotonic() - started, 1), **summary}
+
+
+def evaluate_ours(run: Path, games: int, seed: int) -> dict[str, Any]:
+    from arena.bots.policies import load_policy
+    from arena.bots.turn_bot import load_turn_game, play_against, random_move
+
+    policy = load_policy(run)
+    factory = load_turn_game(GAME)
+    return {
+        opponent: {
+            seat_name: play_against(policy, factory, player, seat, games, seed=seed).as_dict()
+            for seat, seat_name in enumerate(("first", "second"))
+        }
+        for opponent, player in (("random", random_move), ("lookahead", lookahead_move))
+    }
+
+
+# ── MaskablePPO ──────────────────────────────────────────────────────────────
+
+
+def maskable_ppo(seed: int, seconds: float, games: int) -> dict[str, Any]:
+    """sb3-contrib's MaskablePPO against a random legal player for ``seconds``, then the same evaluation."""
+    import gymnasium as gym
+    import torch
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from arena.bots.turn_bot import load_turn_game, random_move
+
+    torch.set_num_threads(1)
+    factory = load_turn_game(GAME)
+
+    class AgainstRandom(gym.Env):  # type: ignore[misc]
+        """One seat of connect four against a random legal player; the seat alternates by episode."""
+
+        observation_space = gym.spaces.Box(0, 1, (ROWS * COLUMNS * 2,), np.float32)
+        action_space = gym.spaces.Discrete(COLUMNS)
+
+        def __init__(self) -> None:
+            self.env = factory()
+            self.rng = np.random.default_rng(seed)
+            self.episode = 0
+            self.mask = np.ones(COLUMNS, bool)
+
+        def _until_mine(self) -> tuple[NDArray[np.float32], float, bool]:
+            while True:
+                obs, reward, terminated, truncated, _ = self.env.last()
+                name = self.env.agent_selection
+                mine = name == self.me
+                if terminated or truncated:
+                    final = float(self.env._cumulative_rewards.get(self.me, reward if mine else 0.0))
+                    return np.zeros(self.observation_space.shape, np.float32), final, True
+                flat = np.asarray(obs["observation"], np.float32).reshape(-1)
+                legal = np.asarray(obs["action_mask"]).astype(bool)
+                if mine:
+                    self.mask = legal
+                    return flat, 0.0, False
+                self.env.step(random_move(flat, legal, self.rng))
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[NDArray[np.float32], dict[str, Any]]:
+            self.env.reset(seed=seed)
+            self.me = self.env.possible_agents[self.episode % 2]
+            self.episode += 1
+            obs, _, _ = self._until_mine()
+            return obs, {}
+
+        def step(self, action: int) -> tuple[NDArray[np.float32], float, bool, bool, dict[str, Any]]:
+            self.env.step(int(action))
+            obs, reward, done = self._until_mine()
+            return obs, reward, done, False, {}
+
+        def action_masks(self) -> NDArray[np.bool_]:
+            return self.mask
+
+    class Budget(BaseCallback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.deadline = time.monotonic() + seconds
+
+        def _on_step(self) -> bool:
+            return time.monotonic() < self.deadline
+
+    model = MaskablePPO("MlpPolicy", AgainstRandom(), seed=seed, device="cpu", verbose=0)
+    started = time.monotonic()
+    model.learn(total_timesteps=10**9, callback=Budget())
+    trained = time.monotonic() - started
+
+    def play(obs: NDArray[np.float32], legal: NDArray[np.bool_], rng: np.random.Generator) -> int:
+        action, _ = model.predict(obs, deterministic=True, action_masks=legal)
+        return int(action)
+
+    return {
+        "seed": seed,
+        "train_seconds": round(trained, 1),
+        "steps": int(model.num_timesteps),
+        "results": _as_policy_results(play, factory, games, seed),
+    }
+
+
+def _as_policy_results(play: Any, factory: Any, games: int, seed: int) -> dict[str, Any]:
+    """The evaluation of :func:`evaluate_ours` for a plain move function (the baseline's)."""
+    from arena.bots.turn_bot import Seats, random_move
+
+    results: dict[str, Any] = {}
+    for opponent, player in (("random", random_move), ("lookahead", lookahead_move)):
+        results[opponent] = {}
+        for seat, seat_name in enumerate(("first", "second")):
+            rng = np.random.default_rng(seed)
+            env = factory()
+            env.reset(seed=seed)
+            seats = Seats.of(env)
+            wins = draws = illegal = 0
+            for game in range(games):
+                env.reset(seed=seed + game)
+                final = 0.0
+                for name in env.agent_iter():
+                    obs, reward, terminated, truncated, info = env.last()
+                    mine = seats.names.index(name) == seat
+                    if terminated or truncated:
+                        final = float(reward) if mine else final
+                        env.step(None)
+                        continue
+                    flat, legal = seats.read(obs, info)
+                    move = play(flat, legal, rng) if mine else player(flat, legal, rng)
+                    illegal += mine and not legal[move]
+                    env.step(move)
+                wins += final > 0
+                draws += final == 0
+            env.close()
+            results[opponent][seat_name] = {
+                "win": wins / games,
+                "draw": draws / games,
+                "loss": (games - wins - draws) / games,
+                "illegal_moves": illegal,
+            }
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="training budget per run (default: 10)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
+    parser.add_argument("--games", type=int, default=200, help="evaluation games per opponent and seat (default: 200)")
+    parser.add_argument("--n-envs", type=int, default=16, help="games arena gym plays side by side (default: 16)")
+    parser.add_argument("--rows-per-s", type=float, default=None, help="size the step budget (default: measured)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip MaskablePPO")
+    args = parser.parse_args()
+    started = time.monotonic()
+    budget = args.minutes * 60
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="arena-bench-turns-") as root:
+        rate = args.rows_per_s
+        if rate is None:  # a 30-second run sizes the step budget to the wall-clock one
+            probe = ours(0, 20_000, args.n_envs, Path(root) / "probe")
+            rate = probe.get("steps_per_s", 2_000.0)
+            log(started, f"probe: {rate:,.0f} learner moves a second")
+        steps = int(rate * budget)
+        for seed in args.seeds:
+            run = ours(seed, steps, args.n_envs, Path(root) / f"seed{seed}")
+            if "failed" not in run:
+                run["results"] = evaluate_ours(Path(root) / f"seed{seed}", args.games, seed + 10_000)
+            runs.append(run)
+            log(started, f"ours, seed {seed}: {json.dumps(run.get('results', run))}")
+    baseline: dict[str, Any]
+    if args.no_baseline:
+        baseline = {"skipped": "--no-baseline"}
+    else:
+        try:
+            import sb3_contrib  # noqa: F401
+        except ImportError:
+            baseline = {"skipped": "sb3-contrib is not installed (pip install sb3-contrib after torch)"}
+        else:
+            theirs = [maskable_ppo(seed, budget, args.games) for seed in args.seeds]
+            baseline = {"seeds": theirs}
+    met = all(
+        "results" in run
+        and all(run["results"][o][s]["win"] >= t for o, t in TARGETS.items() for s in ("first", "second"))
+        and all(run["results"][o][s]["illegal_moves"] == 0 for o in TARGETS for s in ("first", "second"))
+        for run in runs
+    )
+    wins = {
+        f"{o}_{s}": statistics.median(r["results"][o][s]["win"] if "results" in r else 0.0 for r in runs)
+        for o in TARGETS
+        for s in ("first", "second")
+    }
+    print(
+        json.dumps(
+            {
+                "bench": "turns",
+                "game": GAME,
+                "minutes": args.minutes,
+                "steps": steps,
+                "ours": {"seeds": runs, "median_win": wins},
+                "maskable_ppo": baseline,
+                "targets": TARGETS,
+                "targets_met": met,
+                "seconds": round(time.monotonic() - started, 1),
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
