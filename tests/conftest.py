@@ -37,6 +37,11 @@ def timeout(seconds: float) -> float:
     return seconds * TIMEOUT_FACTOR
 
 
+TIER_2 = os.environ.get("ARENA_T2") == "1"
+tier_2 = pytest.mark.skipif(not TIER_2, reason="tier 2 (long): set ARENA_T2=1 to run")
+"""A long test whose case other tests cover in part: run with ``ARENA_T2=1`` (with the reliability suite's T2)."""
+
+
 @contextmanager
 def running_server(
     obs_dim: int = 4,

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, default_sigint, self_signed_certificate, timeout
+from tests.conftest import ROOT, default_sigint, self_signed_certificate, tier_2, timeout
 
 
 def arena(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -19,6 +19,8 @@ def arena(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return result
 
 
+@pytest.mark.t2
+@tier_2  # resume is covered by test_train_resume.py (a kill at a random moment) and the chaos suite's C3 and C8
 def test_train_then_resume_continues_the_policy_version(tmp_path, capsys):
     """`arena train` on the tank arena writes its outputs; `--resume` continues the version in a new generation."""
     out = tmp_path / "run"

@@ -26,7 +26,7 @@ import agents
 import arena
 from arena import numba_cache
 from arena.numba_cache import CacheChoice, choose, report
-from tests.conftest import ROOT, timeout
+from tests.conftest import ROOT, tier_2, timeout
 
 UID = os.getuid()
 FALLBACK = numba_cache.FALLBACK_NAME.format(user=UID)
@@ -224,7 +224,8 @@ def cache_files(folder: Path) -> dict[str, float]:
     return {str(p): p.stat().st_mtime for p in folder.rglob("*") if p.is_file()}
 
 
-@pytest.mark.expensive
+@pytest.mark.t2
+@tier_2  # a cold compile of every kernel (a minute on 2 cores); the fake-probe tests and the next one cover the choice
 def test_read_only_install_without_home_caches_in_the_temp_fallback_then_starts_warm(tmp_path: Path) -> None:
     """The issue's case, then the image's: the first run caches in $TMPDIR/arena-trainer-numba-UID, and says so;
     with that folder as NUMBA_CACHE_DIR (as the image bakes one), `arena compile` and `arena train` compile nothing,
