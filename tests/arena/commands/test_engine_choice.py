@@ -116,7 +116,7 @@ def test_either_engine_evaluates_a_policy_to_the_same_figures(tiny_run) -> None:
 
     opponents = ("sitting", "spinner", "walker", "tracker", "drawn")
     figures = [
-        evaluate_against_scripted(tiny_run.checkpoint, 6, seed=3, ticks_per_round=300, opponents=opponents, engine=engine)
+        evaluate_against_scripted(tiny_run.checkpoint, 3, seed=3, ticks_per_round=300, opponents=opponents, engine=engine)
         for engine in ("numpy", "numba")
     ]
     for evaluation in figures:
