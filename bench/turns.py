@@ -198,41 +198,15 @@ def maskable_ppo(seed: int, seconds: float, games: int) -> dict[str, Any]:
 
 def _as_policy_results(play: Any, factory: Any, games: int, seed: int) -> dict[str, Any]:
     """The evaluation of :func:`evaluate_ours` for a plain move function (the baseline's)."""
-    from arena.bots.turn_bot import Seats, random_move
+    from arena.bots.turn_bot import play_against, random_move
 
-    results: dict[str, Any] = {}
-    for opponent, player in (("random", random_move), ("lookahead", lookahead_move)):
-        results[opponent] = {}
-        for seat, seat_name in enumerate(("first", "second")):
-            rng = np.random.default_rng(seed)
-            env = factory()
-            env.reset(seed=seed)
-            seats = Seats.of(env)
-            wins = draws = illegal = 0
-            for game in range(games):
-                env.reset(seed=seed + game)
-                final = 0.0
-                for name in env.agent_iter():
-                    obs, reward, terminated, truncated, info = env.last()
-                    mine = seats.names.index(name) == seat
-                    if terminated or truncated:
-                        final = float(reward) if mine else final
-                        env.step(None)
-                        continue
-                    flat, legal = seats.read(obs, info)
-                    move = play(flat, legal, rng) if mine else player(flat, legal, rng)
-                    illegal += mine and not legal[move]
-                    env.step(move)
-                wins += final > 0
-                draws += final == 0
-            env.close()
-            results[opponent][seat_name] = {
-                "win": wins / games,
-                "draw": draws / games,
-                "loss": (games - wins - draws) / games,
-                "illegal_moves": illegal,
-            }
-    return results
+    return {
+        opponent: {
+            seat_name: play_against(play, factory, player, seat, games, seed=seed).as_dict()
+            for seat, seat_name in enumerate(("first", "second"))
+        }
+        for opponent, player in (("random", random_move), ("lookahead", lookahead_move))
+    }
 
 
 def main() -> int:

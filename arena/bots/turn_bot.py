@@ -307,12 +307,15 @@ class Record:
 
 
 def play_against(
-    policy: Policy, factory: Callable[[], Any], opponent: Opponent, seat: int, games: int, seed: int = 0
+    policy: Policy | Opponent, factory: Callable[[], Any], opponent: Opponent, seat: int, games: int, seed: int = 0
 ) -> Record:
-    """``games`` games of ``policy`` (deterministic, masked) in ``seat`` against ``opponent`` in the others.
+    """``games`` games of ``policy`` in ``seat`` against ``opponent`` in the others.
 
-    A game's outcome is the policy's final reward: above 0 a win, 0 a draw, below a loss.
+    ``policy``: our :class:`Policy` (deterministic, masked), or any move function (another
+    library's model, for a side-by-side figure). A game's outcome is the policy's final reward:
+    above 0 a win, 0 a draw, below a loss.
     """
+    mover = _deterministic(policy) if isinstance(policy, Policy) else policy
     rng = np.random.default_rng(seed)
     env = factory()
     env.reset(seed=seed)
@@ -331,14 +334,20 @@ def play_against(
                     env.step(None)
                     continue
                 flat, legal = seats.read(obs, info)
-                if mine:
-                    _, _, dact = policy.act(flat[None], rng, deterministic=True, mask=legal[None])
-                    move = int(dact[0, 0])
-                    illegal += not legal[move]
-                else:
-                    move = opponent(flat, legal, rng)
+                move = (mover if mine else opponent)(flat, legal, rng)
+                illegal += mine and not legal[move]
                 env.step(move)
             outcomes["win" if final > 0 else "draw" if final == 0 else "loss"] += 1
     finally:
         env.close()
     return Record(outcomes["win"] / games, outcomes["draw"] / games, outcomes["loss"] / games, illegal)
+
+
+def _deterministic(policy: Policy) -> Opponent:
+    """``policy``'s likeliest legal move, as a move function."""
+
+    def move(obs: NDArray[np.float32], legal: NDArray[np.bool_], rng: np.random.Generator) -> int:
+        _, _, dact = policy.act(obs[None], rng, deterministic=True, mask=legal[None])
+        return int(dact[0, 0])
+
+    return move
