@@ -87,10 +87,11 @@ def lookahead_move(obs: NDArray[np.float32], legal: NDArray[np.bool_], rng: np.r
 # ── ours ─────────────────────────────────────────────────────────────────────
 
 
-def ours(seed: int, steps: int, n_envs: int, out: Path) -> dict[str, Any]:
-    """``arena gym GAME --steps N --json`` in a subprocess; its summary, or a failed seed's record."""
+def ours(seed: int, steps: int, n_envs: int, out: Path, options: list[str]) -> dict[str, Any]:
+    """``arena gym GAME --steps N --json`` (plus ``--agent-option``s) in a subprocess: its summary, or a failure."""
     command = [sys.executable, "-m", "arena.cli", "gym", GAME, "--steps", str(steps), "--seed", str(seed)]
     command += ["--n-envs", str(n_envs), "--eval-episodes", "0", "--json", "--out", str(out)]
+    command += [flag for option in options for flag in ("--agent-option", option)]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -217,19 +218,22 @@ def main() -> int:
     parser.add_argument("--n-envs", type=int, default=16, help="games arena gym plays side by side (default: 16)")
     parser.add_argument("--rows-per-s", type=float, default=None, help="size the step budget (default: measured)")
     parser.add_argument("--no-baseline", action="store_true", help="skip MaskablePPO")
+    parser.add_argument(
+        "--agent-option", action="append", default=[], metavar="NAME=VALUE", help="passed to arena gym (a probe)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     budget = args.minutes * 60
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="arena-bench-turns-") as root:
         rate = args.rows_per_s
-        if rate is None:  # a 30-second run sizes the step budget to the wall-clock one
-            probe = ours(0, 20_000, args.n_envs, Path(root) / "probe")
+        if rate is None:  # a short run sizes the step budget to the wall-clock one
+            probe = ours(0, 60_000, args.n_envs, Path(root) / "probe", args.agent_option)
             rate = probe.get("steps_per_s", 2_000.0)
             log(started, f"probe: {rate:,.0f} learner moves a second")
         steps = int(rate * budget)
         for seed in args.seeds:
-            run = ours(seed, steps, args.n_envs, Path(root) / f"seed{seed}")
+            run = ours(seed, steps, args.n_envs, Path(root) / f"seed{seed}", args.agent_option)
             if "failed" not in run:
                 run["results"] = evaluate_ours(Path(root) / f"seed{seed}", args.games, seed + 10_000)
             runs.append(run)
@@ -262,6 +266,7 @@ def main() -> int:
                 "bench": "turns",
                 "game": GAME,
                 "minutes": args.minutes,
+                "agent_options": args.agent_option,
                 "steps": steps,
                 "ours": {"seeds": runs, "median_win": wins},
                 "maskable_ppo": baseline,

@@ -4,7 +4,9 @@ Why: the first thing a newcomer tries is the most familiar game in reinforcement
 should train in one command, as ``arena train`` does for the tank. :meth:`GymPlan.from_flags` reads
 the flags once (a bad value is one line, exit 2); :func:`run_local` starts a
 :class:`~server.TrainingServer` on a loopback port, plays the env as one bot of it for ``--steps``,
-evaluates the final policy and writes the run directory (``summary.json``, ``checkpoints/``).
+evaluates the final policy and writes the run directory (``summary.json``, ``checkpoints/``). The
+bot plays in a child process (:mod:`arena.bots.bot_process`): in this one it would share the
+trainer's GIL.
 """
 
 from __future__ import annotations
@@ -92,7 +94,8 @@ def run_local(plan: GymPlan) -> int:
     from bot_protocol import Policy, Weights
     from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
 
-    from ..bots.gym_bot import GymBot, evaluate
+    from ..bots.bot_process import BotJob, BotProcess, BotProcessError
+    from ..bots.gym_bot import evaluate
     from ..bots.gym_spaces import ActionMap, ObservationMap
 
     environment = _make(plan)
@@ -105,9 +108,8 @@ def run_local(plan: GymPlan) -> int:
         extra = {"branches": actions.branches} if actions.branches else {}
         options = plan.options_for(plan.n_envs)
         agent = make_agent(plan.agent, obs_dim, actions.continuous, seed=plan.seed, **extra, **options)
-    except BaseException:
-        environment.close()
-        raise
+    finally:
+        environment.close()  # it told us its spaces; the bot process makes its own
     plan.out.mkdir(parents=True, exist_ok=True)
     checkpoints = TrainerConfig(checkpoint_dir=plan.out / "checkpoints")
     server = TrainingServer(agent, ServerConfig(host="127.0.0.1", port=0), checkpoints)
@@ -117,18 +119,21 @@ def run_local(plan: GymPlan) -> int:
     returns: list[float] = []
     started = time.monotonic()
     with ServerThread(server) as running:
-        bot = GymBot(running.url, environment, seed=plan.seed, name=plan.name)
-        with bot:
-            done = 0
-            while done < plan.steps:
-                result = bot.run(min(PROGRESS_STEPS, plan.steps - done))
-                done += result.steps
-                returns.extend(result.episode_returns)
-                if hasattr(agent, "set_progress"):  # PPO's learning rate falls over --steps
-                    agent.set_progress(min(1.0, done / plan.steps))
-                recent = f"{sum(returns[-20:]) / len(returns[-20:]):.1f}" if returns else "-"
-                say(f"steps={done:,}  episodes={len(returns)}  mean return (last 20)={recent}  "
-                    f"env steps/s={done / max(time.monotonic() - started, 1e-6):,.0f}")  # fmt: skip
+        job = BotJob(running.url, plan.env, plan.n_envs, plan.seed, plan.name, plan.steps, PROGRESS_STEPS)
+        done = 0
+        try:
+            with BotProcess(job) as bot:
+                for played in bot:
+                    done += played.steps
+                    returns.extend(played.returns)
+                    if hasattr(agent, "set_progress"):  # PPO's learning rate falls over --steps
+                        agent.set_progress(min(1.0, done / plan.steps))
+                    recent = f"{sum(returns[-20:]) / len(returns[-20:]):.1f}" if returns else "-"
+                    say(f"steps={done:,}  episodes={len(returns)}  mean return (last 20)={recent}  "
+                        f"env steps/s={done / max(time.monotonic() - started, 1e-6):,.0f}")  # fmt: skip
+        except BotProcessError as exc:
+            print(f"arena gym: error: {exc}", file=sys.stderr, flush=True)
+            return 1
     seconds = time.monotonic() - started
     generation, version = server.trainer.generation, server.trainer.version
     arch, tensors = agent.export_actor()

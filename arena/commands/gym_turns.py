@@ -1,7 +1,8 @@
 """``arena gym pettingzoo.MODULE``: a turn-based multi-agent game trained by self-play through a server of this process.
 
 The same run as :mod:`arena.commands.gym_local` (its own server and trainer, a run directory,
-``--json``), with a :class:`~arena.bots.turn_bot.TurnGameBot` in place of the gymnasium bot: every
+``--json``, the bot in a child process), with a :class:`~arena.bots.turn_bot.TurnGameBot` in place
+of the gymnasium bot: every
 seat of ``--n-envs`` games is a row of the learning bot (``--opponent self``), or the learner plays
 one seat against a fixed player (``random``, or a trained policy's file). At the end the final
 policy plays ``--eval-episodes`` games against a random legal player as each seat.
@@ -10,9 +11,9 @@ policy plays ``--eval-episodes`` games against a random legal player as each sea
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from .gym_local import GymPlan, Say, summary_of
 
@@ -28,8 +29,9 @@ def run_turns(plan: GymPlan) -> int:
     from bot_protocol import Policy, Weights
     from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
 
+    from ..bots.bot_process import BotJob, BotProcess, BotProcessError
     from ..bots.policies import load_policy
-    from ..bots.turn_bot import RANDOM, SELF, Seats, TurnGameBot, load_turn_game, play_against, random_move
+    from ..bots.turn_bot import RANDOM, SELF, Seats, load_turn_game, play_against, random_move
 
     factory = load_turn_game(plan.env)
     probe = factory()
@@ -38,7 +40,8 @@ def run_turns(plan: GymPlan) -> int:
         seats = Seats.of(probe)
     finally:
         probe.close()
-    opponent: Any = plan.opponent if plan.opponent in (SELF, RANDOM) else load_policy(Path(plan.opponent))
+    if plan.opponent not in (SELF, RANDOM):
+        load_policy(Path(plan.opponent))  # a bad file fails here, in one line, before anything starts
     space = seats.actions.actions
     agents = plan.n_envs * len(seats.names)
     options = plan.options_for(agents)
@@ -51,16 +54,23 @@ def run_turns(plan: GymPlan) -> int:
         f"{space.n_logits} moves) x {plan.n_envs} games against {plan.opponent}, {plan.steps:,} rows; "
         f"run directory {plan.out}")  # fmt: skip
     started = time.monotonic()
+    games = illegal = 0
     with ServerThread(server) as running:
-        bot = TurnGameBot(running.url, factory, n_games=plan.n_envs, opponent=opponent, seed=plan.seed, name=plan.name)
-        with bot:
-            done = 0
-            while done < plan.steps:
-                done += bot.run(min(PROGRESS_ROWS, plan.steps - done))
-                if hasattr(agent, "set_progress"):  # PPO's learning rate falls over --steps
-                    agent.set_progress(min(1.0, done / plan.steps))
-                say(f"rows={done:,}  games={bot.games_played:,}  illegal moves={bot.illegal_moves}  "
-                    f"rows/s={done / max(time.monotonic() - started, 1e-6):,.0f}")  # fmt: skip
+        job = BotJob(running.url, plan.env, plan.n_envs, plan.seed, plan.name, plan.steps, PROGRESS_ROWS,
+                     turns=True, opponent=plan.opponent)  # fmt: skip
+        done = 0
+        try:
+            with BotProcess(job) as bot:
+                for played in bot:
+                    done += played.steps
+                    games, illegal = played.games, played.illegal_moves
+                    if hasattr(agent, "set_progress"):  # PPO's learning rate falls over --steps
+                        agent.set_progress(min(1.0, done / plan.steps))
+                    say(f"rows={done:,}  games={games:,}  illegal moves={illegal}  "
+                        f"rows/s={done / max(time.monotonic() - started, 1e-6):,.0f}")  # fmt: skip
+        except BotProcessError as exc:
+            print(f"arena gym: error: {exc}", file=sys.stderr, flush=True)
+            return 1
     seconds = time.monotonic() - started
     version = server.trainer.version
     arch, tensors = agent.export_actor()
@@ -72,10 +82,10 @@ def run_turns(plan: GymPlan) -> int:
     summary = summary_of(plan, done, seconds, version, [], [], options)
     summary.update(
         kind="turn-based",
-        games=bot.games_played,
+        games=games,
         opponent=plan.opponent,
         vs_random=vs_random,
-        illegal_moves=bot.illegal_moves + sum(int(r["illegal_moves"]) for r in vs_random.values()),
+        illegal_moves=illegal + sum(int(r["illegal_moves"]) for r in vs_random.values()),
     )
     (plan.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     for seat, record in vs_random.items():

@@ -1,0 +1,51 @@
+"""arena.bots.bot_process: ``arena gym``'s bot in a spawned child, against a real server on port 0."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("gymnasium")
+
+from agents import make_agent  # noqa: E402
+from arena.bots.bot_process import BotJob, BotProcess, BotProcessError  # noqa: E402
+from tests.conftest import running_server  # noqa: E402
+
+
+def test_the_child_plays_its_steps_and_reports_every_chunk():
+    agent = make_agent("ppo", 4, 0, branches=(2,), rollout_steps=256, hidden=(16, 16))
+    with running_server(agent=agent) as server:
+        job = BotJob(server.url, "CartPole-v1", n_envs=2, seed=3, name="child", steps=600, chunk=200)
+        with BotProcess(job) as bot:
+            reports = list(bot)
+        assert [r.steps for r in reports] == [200, 200, 200]
+        assert sum(len(r.returns) for r in reports) >= 2  # CartPole's random start ends episodes within 600 steps
+        deadline = time.monotonic() + 30
+        while server.trainer.version < 1 and time.monotonic() < deadline:  # the rows reach the learner
+            time.sleep(0.05)
+        assert server.trainer.version >= 1
+
+
+def test_a_turn_based_game_reports_games_and_illegal_moves():
+    pytest.importorskip("pettingzoo")
+    agent = make_agent("ppo", 5, 0, branches=(2,), rollout_steps=128, hidden=(16, 16))
+    with running_server(agent=agent) as server:
+        job = BotJob(server.url, "tests.arena.bots.tiny_nim", 2, 0, "nim", steps=300, chunk=100, turns=True)
+        with BotProcess(job) as bot:
+            reports = list(bot)
+    assert sum(r.steps for r in reports) >= 300 and reports[-1].games > 0 and reports[-1].illegal_moves == 0
+
+
+def test_an_error_in_the_child_comes_back_as_one_line():
+    job = BotJob("ws://127.0.0.1:9", "CartPole-v1", 1, 0, "nobody", steps=10, chunk=10)
+    with BotProcess(job) as bot, pytest.raises(BotProcessError, match="the bot process failed: .*Error") as caught:
+        list(bot)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("field", [{"steps": -1}, {"chunk": 0}, {"n_envs": 0}])
+def test_a_job_is_checked_when_made(field: dict[str, int]):
+    given = {"steps": 10, "chunk": 10, "n_envs": 1, **field}
+    with pytest.raises(ValueError, match="a bot job needs"):
+        BotJob("ws://127.0.0.1:9", "CartPole-v1", seed=0, name="x", **given)
