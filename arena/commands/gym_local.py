@@ -48,9 +48,12 @@ class GymPlan:
     opponent: str
     """Turn-based games: who plays the learner's other seats (``self``, ``random`` or a policy's file)."""
 
-    def options_for(self, agents: int) -> dict[str, Any]:
-        """The agent's config overrides for ``agents`` parallel agents: the gym preset (PPO), then ``--agent-option``."""
-        preset = gym_ppo_options(agents) if self.agent == "ppo" else {}
+    def options_for(self, agents: int, obs_norm: bool = True) -> dict[str, Any]:
+        """The agent's config overrides for ``agents`` parallel agents: the gym preset (PPO), then ``--agent-option``.
+
+        ``obs_norm``: the preset normalizes observations (gymnasium games; not turn-based ones, where it is unmeasured).
+        """
+        preset = gym_ppo_options(agents, obs_norm) if self.agent == "ppo" else {}
         return {**preset, **self.agent_options}
 
     @classmethod
