@@ -87,10 +87,10 @@ def lookahead_move(obs: NDArray[np.float32], legal: NDArray[np.bool_], rng: np.r
 # ── ours ─────────────────────────────────────────────────────────────────────
 
 
-def ours(seed: int, steps: int, n_envs: int, out: Path, options: list[str]) -> dict[str, Any]:
+def ours(seed: int, steps: int, n_envs: int, out: Path, options: list[str], opponent: str = "self") -> dict[str, Any]:
     """``arena gym GAME --steps N --json`` (plus ``--agent-option``s) in a subprocess: its summary, or a failure."""
     command = [sys.executable, "-m", "arena.cli", "gym", GAME, "--steps", str(steps), "--seed", str(seed)]
-    command += ["--n-envs", str(n_envs), "--eval-episodes", "0", "--json", "--out", str(out)]
+    command += ["--n-envs", str(n_envs), "--eval-episodes", "0", "--json", "--out", str(out), "--opponent", opponent]
     command += [flag for option in options for flag in ("--agent-option", option)]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
@@ -218,6 +218,7 @@ def main() -> int:
     parser.add_argument("--n-envs", type=int, default=16, help="games arena gym plays side by side (default: 16)")
     parser.add_argument("--rows-per-s", type=float, default=None, help="size the step budget (default: measured)")
     parser.add_argument("--no-baseline", action="store_true", help="skip MaskablePPO")
+    parser.add_argument("--opponent", default="self", help="arena gym's --opponent while training (default: self)")
     parser.add_argument(
         "--agent-option", action="append", default=[], metavar="NAME=VALUE", help="passed to arena gym (a probe)"
     )
@@ -228,12 +229,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="arena-bench-turns-") as root:
         rate = args.rows_per_s
         if rate is None:  # a short run sizes the step budget to the wall-clock one
-            probe = ours(0, 60_000, args.n_envs, Path(root) / "probe", args.agent_option)
+            probe = ours(0, 60_000, args.n_envs, Path(root) / "probe", args.agent_option, args.opponent)
             rate = probe.get("steps_per_s", 2_000.0)
             log(started, f"probe: {rate:,.0f} learner moves a second")
         steps = int(rate * budget)
         for seed in args.seeds:
-            run = ours(seed, steps, args.n_envs, Path(root) / f"seed{seed}", args.agent_option)
+            run = ours(seed, steps, args.n_envs, Path(root) / f"seed{seed}", args.agent_option, args.opponent)
             if "failed" not in run:
                 run["results"] = evaluate_ours(Path(root) / f"seed{seed}", args.games, seed + 10_000)
             runs.append(run)
@@ -267,6 +268,7 @@ def main() -> int:
                 "game": GAME,
                 "minutes": args.minutes,
                 "agent_options": args.agent_option,
+                "opponent": args.opponent,
                 "steps": steps,
                 "ours": {"seeds": runs, "median_win": wins},
                 "maskable_ppo": baseline,

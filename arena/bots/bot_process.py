@@ -43,7 +43,7 @@ class BotJob:
     """Steps between two reports."""
     turns: bool = False
     opponent: str = "self"
-    """Turn-based games: ``self``, ``random`` or a policy's file."""
+    """Turn-based games: ``self``, ``random``, ``past`` or a policy's file."""
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.chunk < 1 or self.n_envs < 1:
@@ -71,9 +71,9 @@ def _play(job: BotJob, reports: Any) -> None:
     """The child's work: build the bot, play ``job.steps`` in chunks, report each."""
     if job.turns:
         from .policies import load_policy
-        from .turn_bot import RANDOM, SELF, TurnGameBot, load_turn_game
+        from .turn_bot import PAST, RANDOM, SELF, TurnGameBot, load_turn_game
 
-        opponent: Any = job.opponent if job.opponent in (SELF, RANDOM) else load_policy(Path(job.opponent))
+        opponent: Any = job.opponent if job.opponent in (SELF, RANDOM, PAST) else load_policy(Path(job.opponent))
         turn_bot = TurnGameBot(job.url, load_turn_game(job.env), n_games=job.n_envs, opponent=opponent,
                                seed=job.seed, name=job.name)  # fmt: skip
         with turn_bot:

@@ -29,12 +29,20 @@ from bot_protocol.policy import Policy
 
 from .gym_spaces import ActionMap, ObservationMap
 
-__all__ = ["RANDOM", "SELF", "Seats", "TurnGameBot", "is_module_path", "load_turn_game", "play_against"]
+__all__ = ["PAST", "RANDOM", "SELF", "Seats", "TurnGameBot", "is_module_path", "load_turn_game", "play_against"]
 
 SELF = "self"
 """Every seat is the learner."""
 RANDOM = "random"
 """The other seats play a uniformly random legal move."""
+PAST = "past"
+"""Each new game is self-play (:data:`PAST_SELF_SHARE` of them) or the learner against one of its past versions."""
+PAST_EVERY = 10
+"""Versions of the policy between two that join the pool of past selves."""
+PAST_POOL = 20
+"""Past selves kept (the newest): with ``PAST_EVERY`` 10, the last 200 versions."""
+PAST_SELF_SHARE = 0.5
+"""Share of new games that are self-play when the opponent is :data:`PAST`."""
 
 Opponent = Callable[[NDArray[np.float32], NDArray[np.bool_], np.random.Generator], int]
 """A fixed player: (its flat observation, its legal moves, a generator) → its move."""
@@ -135,7 +143,8 @@ class TurnGameBot:
         url: the server, ``ws://host:port``.
         factory: makes one AEC environment (:func:`load_turn_game`).
         n_games: games played side by side (each of its seats is an agent id of the bot).
-        opponent: :data:`SELF` (self-play), :data:`RANDOM`, or a :class:`Policy` that plays the other seats.
+        opponent: :data:`SELF` (self-play), :data:`RANDOM`, :data:`PAST` (self-play or a past self, drawn
+            per game), or a :class:`Policy` that plays the other seats.
         seed: seeds the games (game ``g`` starts from ``seed + g``), the bot's sampling and the opponent's.
 
     Raises:
@@ -166,6 +175,10 @@ class TurnGameBot:
         self._next_seed = seed + n_games
         self.learner_seat = [g % self.n_seats for g in range(n_games)]
         """Each game's learner seat when it plays a fixed opponent; it rotates at every new game."""
+        self.past: list[Policy] = []
+        """:data:`PAST`: the pool of past selves, oldest first."""
+        self.past_opponent: list[Policy | None] = [None] * n_games
+        """:data:`PAST`: who plays each game's other seats (None: self-play)."""
         space = self.seats.actions.actions
         config = ClientConfig(
             url,
@@ -199,7 +212,19 @@ class TurnGameBot:
                 env.close()
 
     def _is_learner(self, game: int, seat: int) -> bool:
+        if self.opponent == PAST:
+            return self.past_opponent[game] is None or seat == self.learner_seat[game]
         return self.opponent == SELF or seat == self.learner_seat[game]
+
+    def _new_game(self, game: int) -> None:
+        """:data:`PAST`: keep every :data:`PAST_EVERY`-th version, then draw the next game's opponent."""
+        if self.opponent != PAST:
+            return
+        policy = self.bot.policy
+        if policy is not None and (not self.past or policy.version >= self.past[-1].version + PAST_EVERY):
+            self.past = [*self.past[-(PAST_POOL - 1) :], policy]
+        self_play = not self.past or self.rng.random() < PAST_SELF_SHARE
+        self.past_opponent[game] = None if self_play else self.past[int(self.rng.integers(len(self.past)))]
 
     def run(self, steps: int) -> int:
         """Play until ``steps`` more learner rows are recorded, then flush; the rows recorded."""
@@ -227,7 +252,7 @@ class TurnGameBot:
                 self.games[g].step(move)
         for g, s, o, m in waiting:
             if not self._is_learner(g, s):
-                self.games[g].step(self._opponent_move(o, m))
+                self.games[g].step(self._opponent_move(g, o, m))
 
     def _advance(self, g: int, rows: _Rows) -> tuple[int, int, NDArray[np.float32], NDArray[np.bool_]]:
         """Step game ``g`` past ended seats (and into a new game when it is over) to the seat that moves next."""
@@ -247,6 +272,7 @@ class TurnGameBot:
                 env.reset(seed=self._next_seed)
                 self._next_seed += 1
                 self.learner_seat[g] = (self.learner_seat[g] + 1) % self.n_seats
+                self._new_game(g)
 
     def _complete(
         self, agent: int, reward: float, terminal: bool, truncated: bool, obs: NDArray[np.float32], rows: _Rows
@@ -281,9 +307,10 @@ class TurnGameBot:
         )
         self.steps += len(rows.agents)
 
-    def _opponent_move(self, obs: NDArray[np.float32], legal: NDArray[np.bool_]) -> int:
-        if isinstance(self.opponent, Policy):
-            _, _, dact = self.opponent.act(obs[None], self.rng, mask=legal[None])
+    def _opponent_move(self, game: int, obs: NDArray[np.float32], legal: NDArray[np.bool_]) -> int:
+        player = self.past_opponent[game] if self.opponent == PAST else self.opponent
+        if isinstance(player, Policy):
+            _, _, dact = player.act(obs[None], self.rng, mask=legal[None])
             return int(dact[0, 0])
         return random_move(obs, legal, self.rng)
 

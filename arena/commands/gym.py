@@ -59,8 +59,9 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     gym.add_argument(
         "--opponent",
         default=None,
-        metavar="self|random|FILE",
-        help="turn-based games: who plays the learner's other seats: itself (default), a random legal player, or the "
+        metavar="self|random|past|FILE",
+        help="turn-based games: who plays the learner's other seats: itself (default), a random legal player, "
+        "'past' (half the games itself, half one of its last 20 kept versions, one kept every 10), or the "
         "policy of a checkpoint or weights file; --n-envs games are played side by side, --steps counts the "
         "learner's moves, and --eval-episodes games against a random legal player as each seat end the run",
     )

@@ -46,7 +46,7 @@ class GymPlan:
     json: bool
     name: str
     opponent: str
-    """Turn-based games: who plays the learner's other seats (``self``, ``random`` or a policy's file)."""
+    """Turn-based games: who plays the learner's other seats (``self``, ``random``, ``past`` or a policy's file)."""
 
     def options_for(self, agents: int, obs_norm: bool = True) -> dict[str, Any]:
         """The agent's config overrides for ``agents`` parallel agents: the gym preset (PPO), then ``--agent-option``.
@@ -69,8 +69,8 @@ class GymPlan:
         options = parse_agent_options(flags.agent, flags.agent_option)
         out = flags.out or Path("runs") / f"gym-{_safe(flags.env)}"
         opponent = flags.opponent or "self"
-        if opponent not in ("self", "random") and not Path(opponent).exists():
-            raise ValueError(f"--opponent {opponent!r}: expected self, random, or a checkpoint or weights file")
+        if opponent not in ("self", "random", "past") and not Path(opponent).exists():
+            raise ValueError(f"--opponent {opponent!r}: expected self, random, past, or a checkpoint or weights file")
         return cls(
             flags.env,
             n_envs,

@@ -31,7 +31,7 @@ def run_turns(plan: GymPlan) -> int:
 
     from ..bots.bot_process import BotJob, BotProcess, BotProcessError
     from ..bots.policies import load_policy
-    from ..bots.turn_bot import RANDOM, SELF, Seats, load_turn_game, play_against, random_move
+    from ..bots.turn_bot import PAST, RANDOM, SELF, Seats, load_turn_game, play_against, random_move
 
     factory = load_turn_game(plan.env)
     probe = factory()
@@ -40,7 +40,7 @@ def run_turns(plan: GymPlan) -> int:
         seats = Seats.of(probe)
     finally:
         probe.close()
-    if plan.opponent not in (SELF, RANDOM):
+    if plan.opponent not in (SELF, RANDOM, PAST):
         load_policy(Path(plan.opponent))  # a bad file fails here, in one line, before anything starts
     space = seats.actions.actions
     agents = plan.n_envs * len(seats.names)

@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
-from agents import make_agent  # noqa: E402
-from arena.bots.bot_process import BotJob, BotProcess, BotProcessError  # noqa: E402
-from tests.conftest import running_server  # noqa: E402
+from agents import make_agent
+from arena.bots.bot_process import BotJob, BotProcess, BotProcessError
+from tests.conftest import running_server
 
 
 def test_the_child_plays_its_steps_and_reports_every_chunk():
@@ -39,7 +39,7 @@ def test_a_turn_based_game_reports_games_and_illegal_moves():
 
 def test_an_error_in_the_child_comes_back_as_one_line():
     job = BotJob("ws://127.0.0.1:9", "CartPole-v1", 1, 0, "nobody", steps=10, chunk=10)
-    with BotProcess(job) as bot, pytest.raises(BotProcessError, match="the bot process failed: .*Error") as caught:
+    with BotProcess(job) as bot, pytest.raises(BotProcessError, match=r"the bot process failed: .*Error") as caught:
         list(bot)
     assert "\n" not in str(caught.value)
 

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("pettingzoo")
 
 from agents import make_agent
-from arena.bots.turn_bot import RANDOM, SELF, Seats, TurnGameBot, is_module_path, load_turn_game, play_against, random_move
+from arena.bots.turn_bot import PAST, PAST_EVERY, PAST_POOL, RANDOM, SELF, Seats, TurnGameBot, is_module_path, load_turn_game, play_against, random_move
 from bot_protocol import Policy, Weights
 from server import ServerConfig, ServerThread, TrainingServer
 from tests.arena.bots import tiny_nim
@@ -41,7 +41,7 @@ def test_seats_read_the_observation_and_its_action_mask():
     np.testing.assert_array_equal(legal, [True, False])
 
 
-@pytest.mark.parametrize("opponent", [SELF, RANDOM])
+@pytest.mark.parametrize("opponent", [SELF, RANDOM, PAST])
 def test_self_play_and_a_fixed_opponent_train_through_a_real_server_with_no_illegal_move(opponent):
     with ServerThread(server()[0]) as running:
         bot = TurnGameBot(running.url, tiny_nim.env, n_games=4, opponent=opponent, seed=1)
@@ -51,6 +51,22 @@ def test_self_play_and_a_fixed_opponent_train_through_a_real_server_with_no_ille
         assert bot.games_played > 300
         version = running.call(lambda: running.server.trainer.version)
     assert version >= 1  # the trainer updated on the rows
+
+
+def test_past_keeps_every_tenth_version_and_draws_self_play_or_a_past_self_per_game():
+    with ServerThread(server()[0]) as running:
+        bot = TurnGameBot(running.url, tiny_nim.env, n_games=4, opponent=PAST, seed=3)
+        drawn: list[object] = []
+        with bot:
+            for _ in range(200):  # rollouts of 256 rows: a new version every few hundred moves
+                if len(bot.past) >= 3:
+                    break
+                bot.run(500)
+                drawn.extend(bot.past_opponent)
+        versions = [p.version for p in bot.past]
+        assert len(versions) <= PAST_POOL and all(b - a >= PAST_EVERY for a, b in zip(versions, versions[1:]))
+        assert None in drawn and any(isinstance(p, Policy) for p in drawn)  # self-play and past selves both
+        assert bot.illegal_moves == 0
 
 
 def test_the_trained_policy_wins_as_the_first_player_and_plays_only_legal_moves():

@@ -47,7 +47,7 @@ def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, cap
         (["gym", "NoSuchGame-v0", "--steps", "10"], "cannot make 'NoSuchGame-v0'"),
         (["gym", "CartPole-v1", "--opponent", "random"], "--opponent applies to turn-based games"),
         (["gym", "tests.arena.bots.tiny_nim", "--url", "ws://127.0.0.1:9"], "leave out --url"),
-        (["gym", "tests.arena.bots.tiny_nim", "--opponent", "nobody"], "--opponent 'nobody': expected self, random"),
+        (["gym", "tests.arena.bots.tiny_nim", "--opponent", "nobody"], "--opponent 'nobody': expected self, random, past"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path):
