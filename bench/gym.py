@@ -3,8 +3,8 @@
 Run ``python bench/gym.py`` (CartPole-v1, 100,000 steps, seeds 0-4: a few minutes on 2 cores;
 ``--env LunarLander-v3 --steps 1000000 --seeds 0 1 2`` needs ``pip install box2d``).
 Ours is the README-style command a user types, ``arena gym ENV --steps N --seed S --json`` in a
-subprocess (its own server and trainer, one bot playing 8 sub-environments over the websocket),
-with its defaults; its figure is the JSON's ``eval_mean_return`` (the final policy, deterministic,
+subprocess (its own server and trainer, one bot in a child process playing 8 sub-environments over
+the websocket), with its defaults; its figure is the JSON's ``eval_mean_return`` (the final policy, deterministic,
 ``--eval-episodes`` episodes). The baseline, when the ``bench`` extra is installed
 (``pip install torch==2.13.0 -e ".[bench]"``), is SB3's PPO with RL-Zoo's hyperparameters for
 CartPole-v1 (``hyperparams/ppo.yml``: 8 envs, n_steps 32, batch 256, 20 epochs, gamma 0.98, GAE
