@@ -2,8 +2,8 @@
 
 Why a process: ``arena gym ENV`` without ``--url`` runs its server, its trainer and its bot on one
 machine. In one interpreter they share one GIL, so the run used one core of two: LunarLander-v3
-trained at 1,900 environment steps/s in one process and 3,600 with the bot in its own (measured,
-2 cores; the game alone steps at 17,500). The child is an ordinary websocket bot of the server
+trained at 1,900 environment steps/s in one process and at about 8,400 with the bot in its own
+(1 M steps, 2 cores; the game alone steps at 17,500 a second). The child is an ordinary websocket bot of the server
 (spawned, so it inherits nothing), plays ``steps`` environment steps (or learner rows, for a
 turn-based game) and reports what it played every ``chunk`` through a queue; it ends by itself
 when the parent dies (:func:`~arena.bots.parent_watch.die_with_parent`), and an error in it comes

@@ -2,9 +2,9 @@
 
 The same run as :mod:`arena.commands.gym_local` (its own server and trainer, a run directory,
 ``--json``, the bot in a child process), with a :class:`~arena.bots.turn_bot.TurnGameBot` in place
-of the gymnasium bot: every
-seat of ``--n-envs`` games is a row of the learning bot (``--opponent self``), or the learner plays
-one seat against a fixed player (``random``, or a trained policy's file). At the end the final
+of the gymnasium bot: every seat of ``--n-envs`` games is a row of the learning bot (``--opponent
+self``), or the learner plays one seat against a fixed player (``random``, its ``past`` selves, or
+a trained policy's file). At the end the final
 policy plays ``--eval-episodes`` games against a random legal player as each seat.
 """
 

@@ -44,6 +44,12 @@ def test_an_error_in_the_child_comes_back_as_one_line():
     assert "\n" not in str(caught.value)
 
 
+def test_a_child_that_dies_without_a_word_is_an_error_with_its_exit_code():
+    job = BotJob("ws://127.0.0.1:9", "tests.arena.bots.dying_env:Dying-v0", 1, 0, "dying", steps=10, chunk=10)
+    with BotProcess(job) as bot, pytest.raises(BotProcessError, match=r"the bot process died \(exit code 7\)"):
+        list(bot)
+
+
 @pytest.mark.parametrize("field", [{"steps": -1}, {"chunk": 0}, {"n_envs": 0}])
 def test_a_job_is_checked_when_made(field: dict[str, int]):
     given = {"steps": 10, "chunk": 10, "n_envs": 1, **field}

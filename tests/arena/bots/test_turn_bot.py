@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 pytest.importorskip("pettingzoo")
 
 from agents import make_agent
-from arena.bots.turn_bot import PAST, PAST_EVERY, PAST_POOL, RANDOM, SELF, Seats, TurnGameBot, is_module_path, load_turn_game, play_against, random_move
+from arena.bots.turn_bot import (
+    PAST,
+    PAST_EVERY,
+    PAST_POOL,
+    RANDOM,
+    SELF,
+    Seats,
+    TurnGameBot,
+    is_module_path,
+    load_turn_game,
+    play_against,
+    random_move,
+)
 from bot_protocol import Policy, Weights
 from server import ServerConfig, ServerThread, TrainingServer
 from tests.arena.bots import tiny_nim
@@ -64,7 +78,7 @@ def test_past_keeps_every_tenth_version_and_draws_self_play_or_a_past_self_per_g
                 bot.run(500)
                 drawn.extend(bot.past_opponent)
         versions = [p.version for p in bot.past]
-        assert len(versions) <= PAST_POOL and all(b - a >= PAST_EVERY for a, b in zip(versions, versions[1:]))
+        assert len(versions) <= PAST_POOL and all(b - a >= PAST_EVERY for a, b in itertools.pairwise(versions))
         assert None in drawn and any(isinstance(p, Policy) for p in drawn)  # self-play and past selves both
         assert bot.illegal_moves == 0
 
