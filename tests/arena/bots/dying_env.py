@@ -26,4 +26,4 @@ class Dying(gym.Env):  # type: ignore[misc]
         raise AssertionError("never reached")
 
 
-gym.register("Dying-v0", entry_point=Dying)
+gym.register("Dying-v0", entry_point=f"{__name__}:Dying")
