@@ -7,9 +7,12 @@ trainer, one bot playing both seats of ``--n-envs`` games), stopped by its step 
 first seed sizes to the wall-clock budget (``--minutes``, 10 by default: the issue's budget on 2
 cores). The final policy then plays 200 games as each seat against two fixed players: a random
 legal player and a one-move-lookahead player (takes a winning move, else blocks the opponent's,
-else random), deterministically. The baseline is MaskablePPO trained for the same wall-clock
-budget against a random legal player (the seat alternating by episode, its masks from
-``action_masks()``), evaluated the same way.
+else random), deterministically, and its moves against the lookahead player are audited
+(``tactics_vs_lookahead``: how often it took a win that was there, blocked the opponent's, and kept
+off a square under the opponent's winning one), which says where its losses come from. The baseline
+is MaskablePPO trained for the same wall-clock budget against a random legal player (the seat
+alternating by episode, its masks from ``action_masks()``), evaluated the same way.
+``--baseline-only`` runs the baseline alone; ``--out DIR`` keeps the runs.
 
 Targets (issue's proof, every seed): against random legal >= 95% won as first and as second,
 against the lookahead player >= 60% as first and as second, 0 illegal moves. Progress goes to
@@ -84,14 +87,73 @@ def lookahead_move(obs: NDArray[np.float32], legal: NDArray[np.bool_], rng: np.r
     return int(rng.choice(columns))
 
 
+def _winning_columns(mine: NDArray[np.bool_], theirs: NDArray[np.bool_], legal: NDArray[np.bool_]) -> set[int]:
+    """The legal columns where a piece of ``mine`` would make four in a row."""
+    return {int(c) for c in np.flatnonzero(legal) if _wins(_drop(mine, theirs, int(c)))}
+
+
+class Tactics:
+    """How often a player makes the one-move tactical choices, counted over its moves in real games.
+
+    Why: the lookahead player punishes exactly these, so a policy's figure against it is read through
+    them. Per move of the audited player: a win was there (``win``: taken or not); else the opponent
+    threatened one and it could be blocked (``block``); else some move was safe, and the one played did
+    not put the opponent's winning square within reach (``safe``: a piece dropped under it).
+    """
+
+    def __init__(self) -> None:
+        self.counts = {name: [0, 0] for name in ("win", "block", "safe")}
+
+    def audit(self, obs: NDArray[np.float32], legal: NDArray[np.bool_], move: int) -> None:
+        planes = obs.reshape(ROWS, COLUMNS, 2) > 0.5
+        mine, theirs = planes[..., 0], planes[..., 1]
+        wins = _winning_columns(mine, theirs, legal)
+        if wins:
+            self._count("win", move in wins)
+            return
+        threats = _winning_columns(theirs, mine, legal)
+        if threats:
+            self._count("block", move in threats)
+            return
+        safe = set()
+        for column in np.flatnonzero(legal):
+            after = _drop(mine, theirs, int(column))
+            still = np.asarray(~(after | theirs).all(axis=0))  # columns with room left
+            if not _winning_columns(theirs, after, still):
+                safe.add(int(column))
+        if safe and len(safe) < int(legal.sum()):
+            self._count("safe", move in safe)
+
+    def _count(self, name: str, right: bool) -> None:
+        self.counts[name][0] += int(right)
+        self.counts[name][1] += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: {"right": r, "of": n, "rate": round(r / n, 3) if n else None} for name, (r, n) in self.counts.items()}
+
+
+def audited(mover: Any, tactics: Tactics) -> Any:
+    """``mover`` (a move function), each of its moves counted by ``tactics``."""
+
+    def move(obs: NDArray[np.float32], legal: NDArray[np.bool_], rng: np.random.Generator) -> int:
+        chosen = int(mover(obs, legal, rng))
+        tactics.audit(obs, legal, chosen)
+        return chosen
+
+    return move
+
+
 # ── ours ─────────────────────────────────────────────────────────────────────
 
 
-def ours(seed: int, steps: int, n_envs: int, out: Path, options: list[str], opponent: str = "self") -> dict[str, Any]:
+def ours(
+    seed: int, steps: int, n_envs: int, out: Path, options: list[str], opponent: str = "self", opening: int | None = None
+) -> dict[str, Any]:
     """``arena gym GAME --steps N --json`` (plus ``--agent-option``s) in a subprocess: its summary, or a failure."""
     command = [sys.executable, "-m", "arena.cli", "gym", GAME, "--steps", str(steps), "--seed", str(seed)]
     command += ["--n-envs", str(n_envs), "--eval-episodes", "0", "--json", "--out", str(out), "--opponent", opponent]
     command += [flag for option in options for flag in ("--agent-option", option)]
+    command += [] if opening is None else ["--opening", str(opening)]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -102,17 +164,15 @@ def ours(seed: int, steps: int, n_envs: int, out: Path, options: list[str], oppo
 
 def evaluate_ours(run: Path, games: int, seed: int) -> dict[str, Any]:
     from arena.bots.policies import load_policy
-    from arena.bots.turn_bot import load_turn_game, play_against, random_move
+    from arena.bots.turn_bot import load_turn_game
 
     policy = load_policy(run)
-    factory = load_turn_game(GAME)
-    return {
-        opponent: {
-            seat_name: play_against(policy, factory, player, seat, games, seed=seed).as_dict()
-            for seat, seat_name in enumerate(("first", "second"))
-        }
-        for opponent, player in (("random", random_move), ("lookahead", lookahead_move))
-    }
+
+    def play(obs: NDArray[np.float32], legal: NDArray[np.bool_], rng: np.random.Generator) -> int:
+        _, _, dact = policy.act(obs[None], rng, deterministic=True, mask=legal[None])
+        return int(dact[0, 0])
+
+    return _as_policy_results(play, load_turn_game(GAME), games, seed)
 
 
 # ── MaskablePPO ──────────────────────────────────────────────────────────────
@@ -198,16 +258,19 @@ def maskable_ppo(seed: int, seconds: float, games: int) -> dict[str, Any]:
 
 
 def _as_policy_results(play: Any, factory: Any, games: int, seed: int) -> dict[str, Any]:
-    """The evaluation of :func:`evaluate_ours` for a plain move function (the baseline's)."""
+    """A move function's games as each seat against both fixed players, and its tactics against the lookahead one."""
     from arena.bots.turn_bot import play_against, random_move
 
-    return {
-        opponent: {
-            seat_name: play_against(play, factory, player, seat, games, seed=seed).as_dict()
+    results: dict[str, Any] = {}
+    tactics = Tactics()  # its moves against the lookahead player, both seats
+    for opponent, player in (("random", random_move), ("lookahead", lookahead_move)):
+        mover = audited(play, tactics) if opponent == "lookahead" else play
+        results[opponent] = {
+            seat_name: play_against(mover, factory, player, seat, games, seed=seed).as_dict()
             for seat, seat_name in enumerate(("first", "second"))
         }
-        for opponent, player in (("random", random_move), ("lookahead", lookahead_move))
-    }
+    results["tactics_vs_lookahead"] = tactics.as_dict()
+    return results
 
 
 def main() -> int:
@@ -218,7 +281,10 @@ def main() -> int:
     parser.add_argument("--n-envs", type=int, default=16, help="games arena gym plays side by side (default: 16)")
     parser.add_argument("--rows-per-s", type=float, default=None, help="size the step budget (default: measured)")
     parser.add_argument("--no-baseline", action="store_true", help="skip MaskablePPO")
+    parser.add_argument("--baseline-only", action="store_true", help="run MaskablePPO only (the same seeds and budget)")
+    parser.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary directory)")
     parser.add_argument("--opponent", default="self", help="arena gym's --opponent while training (default: self)")
+    parser.add_argument("--opening", type=int, default=None, help="arena gym's --opening (default: arena gym's)")
     parser.add_argument(
         "--agent-option", action="append", default=[], metavar="NAME=VALUE", help="passed to arena gym (a probe)"
     )
@@ -226,15 +292,18 @@ def main() -> int:
     started = time.monotonic()
     budget = args.minutes * 60
     runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="arena-bench-turns-") as root:
+    if args.no_baseline and args.baseline_only:
+        parser.error("--no-baseline and --baseline-only leave nothing to run")
+    with tempfile.TemporaryDirectory(prefix="arena-bench-turns-") as scratch:
+        root = str(args.out or scratch)
         rate = args.rows_per_s
-        if rate is None:  # a short run sizes the step budget to the wall-clock one
-            probe = ours(0, 60_000, args.n_envs, Path(root) / "probe", args.agent_option, args.opponent)
+        if rate is None and not args.baseline_only:  # a short run sizes the step budget to the wall-clock one
+            probe = ours(0, 60_000, args.n_envs, Path(root) / "probe", args.agent_option, args.opponent, args.opening)
             rate = probe.get("steps_per_s", 2_000.0)
             log(started, f"probe: {rate:,.0f} learner moves a second")
-        steps = int(rate * budget)
-        for seed in args.seeds:
-            run = ours(seed, steps, args.n_envs, Path(root) / f"seed{seed}", args.agent_option, args.opponent)
+        steps = 0 if rate is None else int(rate * budget)
+        for seed in [] if args.baseline_only else args.seeds:
+            run = ours(seed, steps, args.n_envs, Path(root) / f"seed{seed}", args.agent_option, args.opponent, args.opening)
             if "failed" not in run:
                 run["results"] = evaluate_ours(Path(root) / f"seed{seed}", args.games, seed + 10_000)
             runs.append(run)
@@ -250,17 +319,21 @@ def main() -> int:
         else:
             theirs = [maskable_ppo(seed, budget, args.games) for seed in args.seeds]
             baseline = {"seeds": theirs}
-    met = all(
+    met = bool(runs) and all(
         "results" in run
         and all(run["results"][o][s]["win"] >= t for o, t in TARGETS.items() for s in ("first", "second"))
         and all(run["results"][o][s]["illegal_moves"] == 0 for o in TARGETS for s in ("first", "second"))
         for run in runs
     )
-    wins = {
-        f"{o}_{s}": statistics.median(r["results"][o][s]["win"] if "results" in r else 0.0 for r in runs)
-        for o in TARGETS
-        for s in ("first", "second")
-    }
+    wins = (
+        {
+            f"{o}_{s}": statistics.median(r["results"][o][s]["win"] if "results" in r else 0.0 for r in runs)
+            for o in TARGETS
+            for s in ("first", "second")
+        }
+        if runs
+        else {}
+    )
     print(
         json.dumps(
             {
@@ -269,6 +342,7 @@ def main() -> int:
                 "minutes": args.minutes,
                 "agent_options": args.agent_option,
                 "opponent": args.opponent,
+                "opening": args.opening,
                 "steps": steps,
                 "ours": {"seeds": runs, "median_win": wins},
                 "maskable_ppo": baseline,

@@ -44,10 +44,12 @@ class BotJob:
     turns: bool = False
     opponent: str = "self"
     """Turn-based games: ``self``, ``random``, ``past`` or a policy's file."""
+    opening: int = 0
+    """Turn-based games: each game opens with up to this many random moves (:class:`~.turn_bot.TurnGameBot`)."""
 
     def __post_init__(self) -> None:
-        if self.steps < 0 or self.chunk < 1 or self.n_envs < 1:
-            raise ValueError(f"a bot job needs steps >= 0, chunk >= 1 and n_envs >= 1: {self}")
+        if self.steps < 0 or self.chunk < 1 or self.n_envs < 1 or self.opening < 0:
+            raise ValueError(f"a bot job needs steps >= 0, chunk >= 1, n_envs >= 1 and opening >= 0: {self}")
 
 
 @dataclass
@@ -75,7 +77,7 @@ def _play(job: BotJob, reports: Any) -> None:
 
         opponent: Any = job.opponent if job.opponent in (SELF, RANDOM, PAST) else load_policy(Path(job.opponent))
         turn_bot = TurnGameBot(job.url, load_turn_game(job.env), n_games=job.n_envs, opponent=opponent,
-                               seed=job.seed, name=job.name)  # fmt: skip
+                               seed=job.seed, name=job.name, opening=job.opening)  # fmt: skip
         with turn_bot:
             done = 0
             while done < job.steps:

@@ -146,6 +146,10 @@ class TurnGameBot:
         opponent: :data:`SELF` (self-play), :data:`RANDOM`, :data:`PAST` (self-play or a past self, drawn
             per game), or a :class:`Policy` that plays the other seats.
         seed: seeds the games (game ``g`` starts from ``seed + g``), the bot's sampling and the opponent's.
+        opening: each game opens with 0 to ``opening`` uniformly random legal moves (either seat's, never
+            recorded), drawn per game. Why: a self-play policy sharpens until the games it plays follow a
+            few lines, and it never trains on the positions off them; in connect four, one policy trained
+            without openings blocked 26% of the threats a one-move-lookahead player left open.
 
     Raises:
         ValueError: the game's spaces do not fit (see :meth:`Seats.of`).
@@ -161,9 +165,12 @@ class TurnGameBot:
         seed: int = 0,
         token: str | None = None,
         name: str = "turns",
+        opening: int = 0,
     ) -> None:
         if n_games < 1:
             raise ValueError(f"n_games must be >= 1, got {n_games}")
+        if opening < 0:
+            raise ValueError(f"opening must be >= 0 random moves, got {opening}")
         self.games = [factory() for _ in range(n_games)]
         for g, env in enumerate(self.games):
             env.reset(seed=seed + g)
@@ -179,6 +186,9 @@ class TurnGameBot:
         """:data:`PAST`: the pool of past selves, oldest first."""
         self.past_opponent: list[Policy | None] = [None] * n_games
         """:data:`PAST`: who plays each game's other seats (None: self-play)."""
+        self.opening = opening
+        self._opening_left = [self._draw_opening() for _ in range(n_games)]
+        """Random moves each game still opens with."""
         space = self.seats.actions.actions
         config = ClientConfig(
             url,
@@ -216,8 +226,12 @@ class TurnGameBot:
             return self.past_opponent[game] is None or seat == self.learner_seat[game]
         return self.opponent == SELF or seat == self.learner_seat[game]
 
+    def _draw_opening(self) -> int:
+        return int(self.rng.integers(self.opening + 1)) if self.opening else 0
+
     def _new_game(self, game: int) -> None:
-        """:data:`PAST`: keep every :data:`PAST_EVERY`-th version, then draw the next game's opponent."""
+        """Draw the game's opening; :data:`PAST`: keep every :data:`PAST_EVERY`-th version, then draw its opponent."""
+        self._opening_left[game] = self._draw_opening()
         if self.opponent != PAST:
             return
         policy = self.bot.policy
@@ -240,7 +254,7 @@ class TurnGameBot:
         rows = _Rows()
         waiting = [self._advance(g, rows) for g in range(len(self.games))]
         self._record(rows)
-        learner = [(g, s, o, m) for g, s, o, m in waiting if self._is_learner(g, s)]
+        learner = [(g, s, o, m) for g, s, o, m in waiting if not self._opening_left[g] and self._is_learner(g, s)]
         if learner:
             obs = np.stack([o for _, _, o, _ in learner])
             mask = np.stack([m for _, _, _, m in learner])
@@ -251,7 +265,10 @@ class TurnGameBot:
                 self._held[g * self.n_seats + s] = _Held(o, float(logp[i]), dact[i].copy(), m, actions[i])
                 self.games[g].step(move)
         for g, s, o, m in waiting:
-            if not self._is_learner(g, s):
+            if self._opening_left[g]:
+                self._opening_left[g] -= 1
+                self.games[g].step(random_move(o, m, self.rng))
+            elif not self._is_learner(g, s):
                 self.games[g].step(self._opponent_move(g, o, m))
 
     def _advance(self, g: int, rows: _Rows) -> tuple[int, int, NDArray[np.float32], NDArray[np.bool_]]:

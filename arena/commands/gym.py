@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..defaults import GYM_ENVS
+from ..defaults import GYM_ENVS, TURN_OPENING
 from .options import add_agent_flags, positive_int
 
 
@@ -65,6 +65,14 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "policy of a checkpoint or weights file; --n-envs games are played side by side, --steps counts the "
         "learner's moves, and --eval-episodes games against a random legal player as each seat end the run",
     )
+    gym.add_argument(
+        "--opening",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"turn-based games: each game opens with 0 to N uniformly random legal moves, drawn per game and "
+        f"never trained on, so self-play meets many positions, not one line (default: {TURN_OPENING})",
+    )
     add_agent_flags(gym)
 
 
@@ -80,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
             from .gym_turns import run_turns
 
             return run_turns(plan)
-        if args.opponent is not None:
-            raise ValueError("--opponent applies to turn-based games (a PettingZoo module path)")
+        for flag, given in (("--opponent", args.opponent is not None), ("--opening", args.opening is not None)):
+            if given:
+                raise ValueError(f"{flag} applies to turn-based games (a PettingZoo module path)")
         return run_local(plan)
     if is_module_path(args.env):
         raise ValueError("turn-based games train with arena gym's own server: leave out --url")
@@ -90,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         ("--json", args.json),
         ("--agent-option", args.agent_option),
         ("--opponent", args.opponent is not None),
+        ("--opening", args.opening is not None),
     )
     for flag, given in given_flags:
         if given:

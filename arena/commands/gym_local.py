@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..defaults import GYM_ENVS, gym_ppo_options
+from ..defaults import GYM_ENVS, TURN_OPENING, gym_ppo_options
 from .options import parse_agent_options
 
 __all__ = ["GymPlan", "Say", "run_local", "summary_of"]
@@ -47,6 +47,8 @@ class GymPlan:
     name: str
     opponent: str
     """Turn-based games: who plays the learner's other seats (``self``, ``random``, ``past`` or a policy's file)."""
+    opening: int = TURN_OPENING
+    """Turn-based games: each game opens with 0 to ``opening`` random moves, drawn per game."""
 
     def options_for(self, agents: int, obs_norm: bool = True) -> dict[str, Any]:
         """The agent's config overrides for ``agents`` parallel agents: the gym preset (PPO), then ``--agent-option``.
@@ -71,6 +73,9 @@ class GymPlan:
         opponent = flags.opponent or "self"
         if opponent not in ("self", "random", "past") and not Path(opponent).exists():
             raise ValueError(f"--opponent {opponent!r}: expected self, random, past, or a checkpoint or weights file")
+        opening = TURN_OPENING if flags.opening is None else flags.opening
+        if opening < 0:
+            raise ValueError(f"--opening must be >= 0 random moves, got {opening}")
         return cls(
             flags.env,
             n_envs,
@@ -83,6 +88,7 @@ class GymPlan:
             flags.json,
             flags.name,
             opponent,
+            opening,
         )
 
 

@@ -57,7 +57,7 @@ def run_turns(plan: GymPlan) -> int:
     games = illegal = 0
     with ServerThread(server) as running:
         job = BotJob(running.url, plan.env, plan.n_envs, plan.seed, plan.name, plan.steps, PROGRESS_ROWS,
-                     turns=True, opponent=plan.opponent)  # fmt: skip
+                     turns=True, opponent=plan.opponent, opening=plan.opening)  # fmt: skip
         done = 0
         try:
             with BotProcess(job) as bot:
@@ -84,6 +84,7 @@ def run_turns(plan: GymPlan) -> int:
         kind="turn-based",
         games=games,
         opponent=plan.opponent,
+        opening=plan.opening,
         vs_random=vs_random,
         illegal_moves=illegal + sum(int(r["illegal_moves"]) for r in vs_random.values()),
     )

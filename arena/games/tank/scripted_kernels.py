@@ -216,7 +216,7 @@ def _position(p: Any, obs: Any, i: int) -> tuple[float, float]:
 
 
 @_inline
-def _own_view(p: Any, obs: Any, angles: Any, i: int) -> tuple[float, float, float, float, float, bool, float]:
+def _own_view(p: Any, obs: Any, angles: Any, i: int) -> tuple[float, float, float, float, float, np.bool_, float]:
     """``View``'s columns every bot reads, of row ``i``: (heading, velocity, energy, gun, gun heat, has enemy,
     enemy direction), angles absolute and in degrees."""
     heading = _angle(angles, i, HEADING)

@@ -67,6 +67,25 @@ def test_self_play_and_a_fixed_opponent_train_through_a_real_server_with_no_ille
     assert version >= 1  # the trainer updated on the rows
 
 
+def test_random_openings_are_drawn_per_game_played_for_either_seat_and_never_recorded():
+    """tiny_nim from 4 stones: up to 3 random moves can end a game before the learner moves; nothing breaks."""
+    with pytest.raises(ValueError, match="opening must be >= 0"):
+        TurnGameBot("ws://127.0.0.1:9", tiny_nim.env, opening=-1)
+    games = {}
+    for opening in (0, 3):
+        with ServerThread(server()[0]) as running:
+            bot = TurnGameBot(running.url, tiny_nim.env, n_games=4, seed=1, opening=opening)
+            drawn = set()
+            with bot:
+                for _ in range(30):
+                    drawn.update(bot._opening_left)
+                    bot.run(50)
+        assert bot.illegal_moves == 0 and bot.steps >= 1_500
+        games[opening] = bot.games_played
+        assert drawn <= set(range(opening + 1)) and (len(drawn) > 1) == (opening > 0)  # moves left, seen between ticks
+    assert games[3] > games[0] * 1.2  # moves of the opening are not rows, so the same rows span more games
+
+
 def test_past_keeps_every_tenth_version_and_draws_self_play_or_a_past_self_per_game():
     with ServerThread(server()[0]) as running:
         bot = TurnGameBot(running.url, tiny_nim.env, n_games=4, opponent=PAST, seed=3)

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("gymnasium")
 
 from arena.cli import main
+from arena.defaults import TURN_OPENING
 
 
 def test_without_url_it_trains_evaluates_and_writes_a_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -32,7 +33,7 @@ def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, cap
     assert main([*argv, "--out", str(tmp_path), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["env"] == "tests.arena.bots.tiny_nim" and summary["steps"] >= 2000 and summary["games"] > 0
-    assert summary["illegal_moves"] == 0 and summary["opponent"] == "self"
+    assert summary["illegal_moves"] == 0 and summary["opponent"] == "self" and summary["opening"] == TURN_OPENING
     for seat in ("first", "second"):
         record = summary["vs_random"][seat]
         assert set(record) == {"win", "draw", "loss", "illegal_moves"} and record["win"] + record["loss"] == 1.0
@@ -48,6 +49,8 @@ def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, cap
         (["gym", "CartPole-v1", "--opponent", "random"], "--opponent applies to turn-based games"),
         (["gym", "tests.arena.bots.tiny_nim", "--url", "ws://127.0.0.1:9"], "leave out --url"),
         (["gym", "tests.arena.bots.tiny_nim", "--opponent", "nobody"], "--opponent 'nobody': expected self, random, past"),
+        (["gym", "CartPole-v1", "--opening", "4"], "--opening applies to turn-based games"),
+        (["gym", "tests.arena.bots.tiny_nim", "--opening", "-1"], "--opening must be >= 0 random moves, got -1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path):
