@@ -71,7 +71,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         default=None,
         metavar="N",
         help=f"turn-based games: each game opens with 0 to N uniformly random legal moves, drawn per game and "
-        f"never trained on, so self-play meets many positions, not one line (default: {TURN_OPENING})",
+        f"never trained on, so self-play meets many positions, not one line; fewer for short games, whose "
+        f"outcome a few random moves decide (default: {TURN_OPENING}, measured on connect four)",
     )
     add_agent_flags(gym)
 
