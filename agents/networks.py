@@ -19,9 +19,12 @@ from torch import Tensor, nn
 
 __all__ = [
     "Actor",
+    "ConvShape",
+    "ConvTorso",
     "Critic",
     "FastTanh",
     "GaussianActor",
+    "LogStdRange",
     "MaskedCategorical",
     "MixedActor",
     "check_same_shapes",
@@ -81,6 +84,73 @@ def mlp(sizes: tuple[int, ...], activation: str, head_gain: float) -> nn.Sequent
     return nn.Sequential(*layers)
 
 
+ConvShape: TypeAlias = tuple[tuple[int, int, int], tuple[tuple[int, int, int], ...]]
+"""A convolutional torso's shape: the image (height, width, channels) and each layer's (out_channels, kh, kw)."""
+
+
+class ConvTorso(nn.Module):
+    """Stride-1, unpadded convolutions over the image at the start of each observation, then the rest of it.
+
+    The image is stored channels last (``H*W*C`` entries, row-major), as a game or gymnasium flattens a
+    board; the output is the last layer's activations flattened in (channel, row, column) order, then the
+    observation's remaining entries: the MLP's input. ``bot_protocol.conv`` runs the same in numpy.
+    Hidden-layer initialization as the MLP's (orthogonal, gain sqrt(2)), as CleanRL's Atari networks.
+    """
+
+    def __init__(self, obs_dim: int, shape: ConvShape, activation: str) -> None:
+        super().__init__()
+        self.image, self.layer_shapes = tuple(shape[0]), tuple(tuple(layer) for layer in shape[1])
+        height, width, channels = self.image
+        self.image_size = height * width * channels
+        self.extra = obs_dim - self.image_size
+        assert self.extra >= 0, "the image is larger than the observation"
+        convs: list[nn.Module] = []
+        in_channels = channels
+        for out, kh, kw in self.layer_shapes:
+            conv = nn.Conv2d(in_channels, out, (kh, kw))  # with a bias (bias=True)
+            nn.init.orthogonal_(conv.weight, gain=math.sqrt(2.0))
+            nn.init.zeros_(conv.get_parameter("bias"))
+            convs += [conv, _ACTIVATIONS[activation]()]
+            in_channels, height, width = out, height - kh + 1, width - kw + 1
+        self.convs = nn.Sequential(*convs)
+        self.features = in_channels * height * width
+        """Inputs the MLP after the torso gets: the flattened output, then the ``extra`` observation entries."""
+
+    @property
+    def out_dim(self) -> int:
+        return self.features + self.extra
+
+    def forward(self, obs: Tensor) -> Tensor:
+        height, width, channels = self.image
+        image = obs[:, : self.image_size].reshape(-1, height, width, channels).permute(0, 3, 1, 2)
+        flat = self.convs(image).flatten(1)
+        return torch.cat([flat, obs[:, self.image_size :]], dim=1) if self.extra else flat
+
+    def export(self) -> tuple[dict[str, Any], dict[str, NDArray[np.float32]]]:
+        """The ``conv`` architecture field and the ``c{i}.weight`` / ``c{i}.bias`` tensors."""
+        wire = {"image": list(self.image), "layers": [list(layer) for layer in self.layer_shapes]}
+        tensors: dict[str, NDArray[np.float32]] = {}
+        for i, conv in enumerate(m for m in self.convs if isinstance(m, nn.Conv2d)):
+            tensors[f"c{i}.weight"] = conv.weight.detach().cpu().numpy().astype(np.float32, copy=True)
+            tensors[f"c{i}.bias"] = conv.get_parameter("bias").detach().cpu().numpy().astype(np.float32, copy=True)
+        return wire, tensors
+
+
+def _torso(obs_dim: int, conv: ConvShape | None, activation: str) -> tuple[nn.Module, int]:
+    """The layer the MLP reads (a :class:`ConvTorso`, or the identity without ``conv``) and the MLP's input width."""
+    if conv is None:
+        return nn.Identity(), obs_dim
+    torso = ConvTorso(obs_dim, conv, activation)
+    return torso, torso.out_dim
+
+
+def _export_torso(torso: nn.Module, arch: dict[str, Any], tensors: dict[str, NDArray[np.float32]]) -> None:
+    """Add a :class:`ConvTorso`'s field and tensors to an export (nothing for the identity)."""
+    if isinstance(torso, ConvTorso):
+        arch["conv"], conv_tensors = torso.export()
+        tensors.update(conv_tensors)
+
+
 def linear_arrays(net: nn.Sequential) -> dict[str, NDArray[np.float32]]:
     """The linear layers of ``net`` as ``l{i}.weight`` / ``l{i}.bias`` float32 arrays."""
     out: dict[str, NDArray[np.float32]] = {}
@@ -89,6 +159,14 @@ def linear_arrays(net: nn.Sequential) -> dict[str, NDArray[np.float32]]:
         out[f"l{i}.weight"] = linear.weight.detach().cpu().numpy().astype(np.float32, copy=True)
         out[f"l{i}.bias"] = linear.bias.detach().cpu().numpy().astype(np.float32, copy=True)
     return out
+
+
+class LogStdRange(NamedTuple):
+    """A Gaussian's state-independent log-std: where it starts and the bounds it is clamped to."""
+
+    init: float
+    low: float
+    high: float
 
 
 class GaussianActor(nn.Module):
@@ -106,21 +184,20 @@ class GaussianActor(nn.Module):
         act_dim: int,
         hidden: tuple[int, ...],
         activation: str,
-        log_std_init: float,
-        log_std_min: float,
-        log_std_max: float,
+        log_std: LogStdRange,
+        conv: ConvShape | None = None,
     ) -> None:
         super().__init__()
-        self.sizes = (obs_dim, *hidden, act_dim)
+        self.torso, mlp_in = _torso(obs_dim, conv, activation)
+        self.sizes = (mlp_in, *hidden, act_dim)
         self.activation = activation
         self.net = mlp(self.sizes, activation, head_gain=0.01)
-        self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
-        self.log_std_min = log_std_min
-        self.log_std_max = log_std_max
+        self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std.init)))
+        self.log_std_min, self.log_std_max = log_std.low, log_std.high
 
     def forward(self, obs: Tensor) -> Tensor:
         """The action mean, shape (n, act_dim)."""
-        return self.net(obs)  # type: ignore[no-any-return]
+        return self.net(self.torso(obs))  # type: ignore[no-any-return]
 
     def clamped_log_std(self) -> Tensor:
         return self.log_std.clamp(self.log_std_min, self.log_std_max)
@@ -149,6 +226,7 @@ class GaussianActor(nn.Module):
         }
         tensors = linear_arrays(self.net)
         tensors["log_std"] = self.log_std.detach().cpu().numpy().astype(np.float32, copy=True)
+        _export_torso(self.torso, arch, tensors)
         return arch, tensors
 
 
@@ -212,22 +290,21 @@ class MixedActor(nn.Module):
         branches: tuple[int, ...],
         hidden: tuple[int, ...],
         activation: str,
-        log_std_init: float,
-        log_std_min: float,
-        log_std_max: float,
+        log_std: LogStdRange,
+        conv: ConvShape | None = None,
     ) -> None:
         super().__init__()
         self.continuous, self.branches = continuous, tuple(branches)
-        self.sizes = (obs_dim, *hidden, continuous + sum(self.branches))
+        self.torso, mlp_in = _torso(obs_dim, conv, activation)
+        self.sizes = (mlp_in, *hidden, continuous + sum(self.branches))
         self.activation = activation
         self.net = mlp(self.sizes, activation, head_gain=0.01)  # near-uniform logits at the start
-        self.log_std = nn.Parameter(torch.full((continuous,), float(log_std_init)))
-        self.log_std_min = log_std_min
-        self.log_std_max = log_std_max
+        self.log_std = nn.Parameter(torch.full((continuous,), float(log_std.init)))
+        self.log_std_min, self.log_std_max = log_std.low, log_std.high
 
     def forward(self, obs: Tensor) -> Tensor:
         """The last layer's output, shape (n, continuous + sum(branches)): the mean, then the logits."""
-        return self.net(obs)  # type: ignore[no-any-return]
+        return self.net(self.torso(obs))  # type: ignore[no-any-return]
 
     def split_output(self, out: Tensor) -> tuple[Tensor, Tensor]:
         """(the Gaussian's mean, every branch's logits) of a :meth:`forward` output."""
@@ -275,6 +352,7 @@ class MixedActor(nn.Module):
         tensors = linear_arrays(self.net)
         if self.continuous > 0:
             tensors["log_std"] = self.log_std.detach().cpu().numpy().astype(np.float32, copy=True)
+        _export_torso(self.torso, arch, tensors)
         return arch, tensors
 
 
@@ -283,14 +361,15 @@ Actor: TypeAlias = GaussianActor | MixedActor
 
 
 class Critic(nn.Module):
-    """State-value MLP. Its weights stay on the server: bots never need them."""
+    """State-value MLP (after its own :class:`ConvTorso` with ``conv``). Its weights stay on the server, never sent."""
 
-    def __init__(self, obs_dim: int, hidden: tuple[int, ...], activation: str) -> None:
+    def __init__(self, obs_dim: int, hidden: tuple[int, ...], activation: str, conv: ConvShape | None = None) -> None:
         super().__init__()
-        self.net = mlp((obs_dim, *hidden, 1), activation, head_gain=1.0)
+        self.torso, mlp_in = _torso(obs_dim, conv, activation)
+        self.net = mlp((mlp_in, *hidden, 1), activation, head_gain=1.0)
 
     def forward(self, obs: Tensor) -> Tensor:
-        return self.net(obs).squeeze(-1)  # type: ignore[no-any-return]
+        return self.net(self.torso(obs)).squeeze(-1)  # type: ignore[no-any-return]
 
 
 def check_same_shapes(name: str, expected: dict[str, Tensor], found: Any) -> None:

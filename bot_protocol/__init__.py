@@ -7,6 +7,7 @@ websockets. ``docs/protocol.md`` is the contract it implements.
 from .actions import ActionSpace
 from .batching import Step, StepRecorder
 from .codec import decode_from_bot, decode_from_server, encode
+from .conv import ConvSpec
 from .errors import CloseCode, ErrorCode, ProtocolError
 from .messages import (
     PROTOCOL_VERSION,
@@ -38,6 +39,7 @@ __all__ = [
     "Architecture",
     "Bye",
     "CloseCode",
+    "ConvSpec",
     "Credit",
     "Error",
     "ErrorCode",

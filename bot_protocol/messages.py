@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .actions import MAX_CONTINUOUS, ActionSpace, space_problem
+from .conv import ConvSpec
 from .errors import ErrorCode, ProtocolError
 
 # "X as X": re-exported so these names import from this module too; their home is fields.py.
@@ -144,6 +145,8 @@ class Architecture:
 
     With ``obs_clip`` (any kind), the input is first normalized:
     ``x = clip((obs - obs_norm.mean) / obs_norm.std, -obs_clip, obs_clip)``, from two more tensors.
+    With ``conv`` (any kind), a convolutional torso reads the image at the start of ``x`` and its
+    output, then the rest of ``x``, is the MLP's input (:mod:`bot_protocol.conv`).
     """
 
     kind: str
@@ -159,6 +162,15 @@ class Architecture:
     """``mixed_mlp`` only: the discrete branches' sizes, whose logits follow the Gaussian mean."""
     obs_clip: float | None = None
     """Where normalized observations are clipped; None (the field absent): observations are not normalized."""
+    conv: ConvSpec | None = None
+    """A convolutional torso before the MLP; None (the field absent): the MLP reads the observation itself."""
+
+    @property
+    def obs_dim(self) -> int:
+        """Observation entries the actor reads: the MLP's inputs, or with ``conv`` the image's plus what follows it."""
+        if self.conv is None:
+            return self.layers[0]
+        return self.conv.image_size + self.layers[0] - self.conv.features
 
     @property
     def actions(self) -> ActionSpace:
@@ -171,6 +183,8 @@ class Architecture:
         wire: dict[str, Any] = {"kind": self.kind, "layers": list(self.layers), "activation": self.activation}
         if self.obs_clip is not None:
             wire["obs_clip"] = self.obs_clip
+        if self.conv is not None:
+            wire["conv"] = self.conv.to_wire()
         if self.kind == "tanh_mlp":
             wire["act_limit"] = self.act_limit
             return wire
@@ -194,6 +208,7 @@ class Architecture:
             continuous=int(arch.get("continuous", 0)),
             branches=tuple(int(b) for b in arch.get("branches", ())),
             obs_clip=None if arch.get("obs_clip") is None else float(arch["obs_clip"]),
+            conv=None if arch.get("conv") is None else ConvSpec.from_wire(arch["conv"]),
         )
 
     @classmethod
@@ -207,12 +222,15 @@ class Architecture:
             raise ProtocolError(ErrorCode.BAD_FIELD, "field 'layers' must list at least two sizes in [1, 65536]")
         kind = read_str(m, "kind", MAX_NAME_LEN)
         obs_clip = _obs_clip(m)
+        conv = _conv(m, layers[0])
         if kind == "tanh_mlp":
             act_limit = read_float(m, "act_limit")
             if not act_limit > 0:
                 raise ProtocolError(ErrorCode.BAD_FIELD, f"field 'act_limit' must be > 0, got {act_limit}")
             activation = read_str(m, "activation", MAX_NAME_LEN)
-            return cls(kind=kind, layers=tuple(layers), activation=activation, act_limit=act_limit, obs_clip=obs_clip)
+            return cls(
+                kind=kind, layers=tuple(layers), activation=activation, act_limit=act_limit, obs_clip=obs_clip, conv=conv
+            )
         continuous, branches = _mixed_outputs(m, layers[-1]) if kind == "mixed_mlp" else (0, ())
         return cls(
             kind=kind,
@@ -223,7 +241,21 @@ class Architecture:
             continuous=continuous,
             branches=branches,
             obs_clip=obs_clip,
+            conv=conv,
         )
+
+
+def _conv(m: Mapping[str, Any], mlp_inputs: int) -> ConvSpec | None:
+    """The optional ``conv`` field: a torso whose output fits the MLP's first layer, or None when absent."""
+    if "conv" not in m:
+        return None
+    conv = ConvSpec.from_wire(m["conv"])
+    if conv.features > mlp_inputs:
+        raise ProtocolError(
+            ErrorCode.BAD_FIELD,
+            f"the conv torso gives {conv.features} features, more than the MLP's {mlp_inputs} inputs (layers[0])",
+        )
+    return conv
 
 
 def _obs_clip(m: Mapping[str, Any]) -> float | None:

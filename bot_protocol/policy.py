@@ -10,7 +10,8 @@ allows (:mod:`bot_protocol.categorical`). The forward passes match
 ``agents.networks.GaussianActor`` and ``agents.td3.DeterministicActor`` within float32
 tolerance (tested against them), and the masked log-probs and entropies torch's
 distributions within 1e-6. Any kind may normalize its observations first, as the trainer
-did (``Architecture.obs_clip`` and the ``obs_norm.mean`` and ``obs_norm.std`` tensors).
+did (``Architecture.obs_clip`` and the ``obs_norm.mean`` and ``obs_norm.std`` tensors), and
+read an image through a convolutional torso first (``Architecture.conv``, :mod:`bot_protocol.conv`).
 A :class:`Policy` is immutable once built: a bot swaps the
 whole object for a new one when weights arrive, so it never acts with half-updated
 weights.
@@ -90,7 +91,8 @@ class Policy:
         tensors: ``l{i}.weight`` (out, in), ``l{i}.bias`` (out,) per layer, and ``log_std``
             (``gaussian_mlp``, and ``mixed_mlp`` with continuous dims: one entry per dim); with
             ``arch.obs_clip``, ``obs_norm.mean`` and ``obs_norm.std`` (obs_dim,), which every
-            observation is normalized by before the first layer.
+            observation is normalized by before the first layer; with ``arch.conv``, ``c{i}.weight``
+            (out, in, kh, kw) and ``c{i}.bias`` (out,) per convolution.
         generation, version: the weights' identity, stamped on every transition acted with them.
         explore: ``tanh_mlp`` only: ``noise`` (Gaussian std in action units, default 0.1)
             and ``random`` (1 = uniform random actions: the trainer is still warming up).
@@ -128,9 +130,11 @@ class Policy:
         if not (math.isfinite(self.noise) and self.noise >= 0):
             raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"explore noise must be a finite number >= 0, got {self.noise}")
         self._layers = _load_layers(arch, tensors)
+        self._conv = _load_conv(arch, tensors)
         self._obs_norm = _load_obs_norm(arch, tensors)
         n_std = 0 if self.deterministic_kind else self._space.continuous
         expected = {f"l{i}.{part}" for i in range(len(self._layers)) for part in ("weight", "bias")}
+        expected |= set(arch.conv.tensor_shapes()) if arch.conv is not None else set()
         expected |= set(OBS_NORM_TENSORS) if self._obs_norm is not None else set()
         extra = set(tensors) - expected - ({"log_std"} if n_std else set())
         if extra:
@@ -148,7 +152,7 @@ class Policy:
 
     @property
     def obs_dim(self) -> int:
-        return self.arch.layers[0]
+        return self.arch.obs_dim
 
     @property
     def act_dim(self) -> int:
@@ -191,6 +195,8 @@ class Policy:
         for i, (weight_t, bias) in enumerate(self._layers):
             tensors[f"l{i}.weight"] = np.ascontiguousarray(weight_t.T)
             tensors[f"l{i}.bias"] = bias
+        for i, (weight, bias) in enumerate(self._conv):
+            tensors[f"c{i}.weight"], tensors[f"c{i}.bias"] = weight, bias
         if len(self.log_std) and not self.deterministic_kind:
             tensors["log_std"] = self.log_std
         if self._obs_norm is not None:
@@ -221,6 +227,8 @@ class Policy:
         y = np.asarray(obs, dtype=np.float32)
         if self._obs_norm is not None:
             y = self._obs_norm.apply(y)
+        if self.arch.conv is not None:
+            y = self.arch.conv.forward(y, self._conv, self._activation)
         last = len(self._layers) - 1
         for i, (weight_t, bias) in enumerate(self._layers):
             y = y @ weight_t
@@ -386,6 +394,19 @@ def _load_layers(
     return layers
 
 
+def _load_conv(
+    arch: Architecture, tensors: Mapping[str, NDArray[np.float32]]
+) -> list[tuple[NDArray[np.float32], NDArray[np.float32]]]:
+    """Each convolution's (weight, bias), checked; empty without a ``conv`` torso."""
+    if arch.conv is None:
+        return []
+    shapes = arch.conv.tensor_shapes()
+    return [
+        (_tensor(tensors, f"c{i}.weight", shapes[f"c{i}.weight"]), _tensor(tensors, f"c{i}.bias", shapes[f"c{i}.bias"]))
+        for i in range(len(arch.conv.layers))
+    ]
+
+
 def _load_obs_norm(arch: Architecture, tensors: Mapping[str, NDArray[np.float32]]) -> _ObsNorm | None:
     """The observation scaling ``arch`` and ``tensors`` give, or None: all three parts, or none of them.
 
@@ -399,7 +420,7 @@ def _load_obs_norm(arch: Architecture, tensors: Mapping[str, NDArray[np.float32]
     if missing:
         raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"observation normalization without {', '.join(missing)}")
     assert arch.obs_clip is not None
-    shape = (arch.layers[0],)
+    shape = (arch.obs_dim,)
     mean, std = (_tensor(tensors, name, shape).astype(np.float32) for name in OBS_NORM_TENSORS)
     if not (std > 0).all():
         raise ProtocolError(ErrorCode.BAD_WEIGHTS, "tensor 'obs_norm.std' must be > 0 everywhere")

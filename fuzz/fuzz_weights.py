@@ -67,7 +67,7 @@ def implied_arch(tensors: dict[str, np.ndarray]) -> Architecture | None:
 
 def check_policy(policy: Policy, arch: Architecture) -> None:
     """A policy that was built must act: right shapes, float32, finite log-std."""
-    obs = np.zeros((2, arch.layers[0]), np.float32)
+    obs = np.zeros((2, arch.obs_dim), np.float32)
     with np.errstate(all="ignore"):  # finite but huge weights may overflow; acting is the bot's business
         actions, logp = policy.act(obs, np.random.default_rng(0))
     if actions.shape != (2, arch.layers[-1]) or logp.shape != (2,):

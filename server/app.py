@@ -114,10 +114,10 @@ class TrainingServer:
         self.other_rank_bots: tuple[BotStats, ...] = ()
         """Rank 0: the other ranks' bots as they last posted them (:func:`server.distributed.share_bots`)."""
         self.metrics = Metrics(labels={"rank": str(group.rank)} if group is not None else None)
-        arch, _ = agent.export_actor()
-        self.actions = Architecture.from_mapping(arch).actions
+        architecture = Architecture.from_mapping(agent.export_actor()[0])
+        self.actions = architecture.actions
         """The run's action space: what a ``hello`` must declare (continuous dims and discrete branches)."""
-        self.obs_dim, self.act_dim = int(arch["layers"][0]), self.actions.continuous
+        self.obs_dim, self.act_dim = architecture.obs_dim, self.actions.continuous
         self.rules = BotRules.from_config(cfg, self.obs_dim, self.actions, reward_terms=reward is not None)
         """What every bot connection is held to (its limits are announced in ``welcome``)."""
         self.limits = self.rules.limits

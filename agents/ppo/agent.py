@@ -28,7 +28,7 @@ from torch import Tensor
 
 from ..common import Segment, SegmentEnd, compute_gae_flat, normalize_advantages, segment_rewards
 from ..distributed import GradientSync
-from ..networks import Actor, Critic, GaussianActor, MixedActor, check_same_shapes
+from ..networks import Actor, Critic, GaussianActor, LogStdRange, MixedActor, check_same_shapes
 from ..normalization import ObsNormalizer, RunningMeanStd
 from .batch import pack
 from .config import PPOConfig
@@ -74,18 +74,16 @@ def new_actor(config: PPOConfig) -> Actor:
             config.branches,
             config.hidden,
             config.activation,
-            config.log_std_init,
-            config.log_std_min,
-            config.log_std_max,
+            LogStdRange(config.log_std_init, config.log_std_min, config.log_std_max),
+            config.conv_shape,
         )
     return GaussianActor(
         config.obs_dim,
         config.act_dim,
         config.hidden,
         config.activation,
-        config.log_std_init,
-        config.log_std_min,
-        config.log_std_max,
+        LogStdRange(config.log_std_init, config.log_std_min, config.log_std_max),
+        config.conv_shape,
     )
 
 
@@ -102,12 +100,12 @@ class PPOAgent:
         self.generator = torch.Generator().manual_seed(config.seed)  # CPU generator: shuffles are device-independent
         torch.manual_seed(config.seed)
         self.actor: Actor = new_actor(config).to(self.device)
-        self.critic = Critic(config.obs_dim, config.hidden, config.activation).to(self.device)
+        self.critic = Critic(config.obs_dim, config.hidden, config.activation, config.conv_shape).to(self.device)
         self.obs_norm = ObsNormalizer(config.obs_dim, config.obs_norm_clip, self.device) if config.obs_norm else None
         """The running observation statistics both networks' inputs are scaled by (``obs_norm``), else None."""
         self.progress = 0.0
         """The share of the run's budget spent, in [0, 1] (:meth:`set_progress`); it sets the learning rate."""
-        self._evaluate = _fused_pass if config.fused and not config.branches else _module_pass
+        self._evaluate = _fused_pass if config.fused and not (config.branches or config.conv) else _module_pass
         self.gradient_sync: GradientSync | None = None
         """Set by :meth:`distribute`: averages each step's gradients over the learner ranks."""
         self.totals = Totals(self.device)
@@ -376,7 +374,8 @@ class PPOAgent:
     def state_dict(self) -> dict[str, Any]:
         config = asdict(self.config)
         config["hidden"] = list(config["hidden"])
-        config["branches"] = list(config["branches"])
+        for name in ("branches", "conv", "image"):
+            config[name] = list(config[name])
         state = {
             "algo": self.name,
             "config": config,

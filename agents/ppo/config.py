@@ -100,18 +100,29 @@ class PPOConfig:
     With branches the actor is :class:`agents.networks.MixedActor`, a rollout's ``act`` column is the packed
     block ``[continuous | discrete indices | mask]`` (:attr:`action_width` wide), and every minibatch takes
     the reference step (:func:`agents.ppo.steps.choose_step`)."""
+    conv: tuple[int, ...] = ()
+    """A convolutional torso in front of both networks, three numbers a layer: out channels, kernel height and
+    width (``conv=32,4,4`` is one layer of 32 4x4 filters); stride 1, no padding, ``activation`` after each. Empty
+    (the default): the MLPs read the observation itself. Why: on a board or a grid a pattern means the same
+    wherever it lies, and a convolution learns it once (docs/agents.md, "Connect four"). Needs ``image``; every
+    minibatch then takes the reference step (:func:`agents.ppo.steps.choose_step`)."""
+    image: tuple[int, ...] = ()
+    """``conv``'s input: (height, width, channels) of the image the observation starts with, channels last as a
+    ``Box`` of that shape flattens (``arena gym`` fills it from the game's observation space)."""
     seed: int = 0
     device: str = "cpu"
 
     def __post_init__(self) -> None:
         # A tuple whatever the caller passed (a checkpoint's or JSON's list): the config stays hashable.
-        object.__setattr__(self, "branches", tuple(self.branches))
+        for name in ("branches", "conv", "image"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
         # Written as "not (valid)" so NaN, which fails every comparison, is refused too.
         problems = []
         for name in ("obs_dim", "epochs", "minibatch_size", "rollout_steps"):
             if not getattr(self, name) >= 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
         problems += self._action_problems()
+        problems += self._conv_problems()
         if not self.hidden or not all(h >= 1 for h in self.hidden):
             problems.append(f"hidden must list positive widths, got {self.hidden}")
         if self.advantage_norm not in ("rollout", "minibatch"):
@@ -163,6 +174,34 @@ class PPOConfig:
         if not len(self.branches) <= MAX_BRANCHES:
             problems.append(f"at most {MAX_BRANCHES} branches, got {len(self.branches)}")
         return problems
+
+    def _conv_problems(self) -> list[str]:
+        """What is wrong with the convolutional torso's shape (nothing without one)."""
+        if not self.conv and not self.image:
+            return []
+        if not self.conv:
+            return [f"image {self.image} is the conv torso's input: it needs conv (out,kh,kw per layer)"]
+        if len(self.image) != 3 or not all(isinstance(v, int) and v >= 1 for v in self.image):
+            return [f"conv needs image=height,width,channels of the observation's start, got {self.image}"]
+        if not math.prod(self.image) <= self.obs_dim:
+            return [f"image {self.image} holds {math.prod(self.image)} entries, more than obs_dim {self.obs_dim}"]
+        if len(self.conv) % 3 or not all(isinstance(v, int) and v >= 1 for v in self.conv):
+            return [f"conv lists three positive numbers a layer (out_channels, kernel_h, kernel_w), got {self.conv}"]
+        height, width, _ = self.image
+        for _, kh, kw in self.conv_shape[1] if self.conv_shape else ():
+            height, width = height - kh + 1, width - kw + 1
+            if height < 1 or width < 1:
+                return [f"conv {self.conv}: a {kh}x{kw} kernel does not fit the {self.image} image at that layer"]
+        return []
+
+    @property
+    def conv_shape(self) -> tuple[tuple[int, int, int], tuple[tuple[int, int, int], ...]] | None:
+        """The torso as :class:`agents.networks.ConvTorso` takes it: (image, layers), or None without ``conv``."""
+        if not self.conv:
+            return None
+        h, w, c = self.image
+        layers = tuple((self.conv[i], self.conv[i + 1], self.conv[i + 2]) for i in range(0, len(self.conv), 3))
+        return (h, w, c), layers
 
     @property
     def action_width(self) -> int:

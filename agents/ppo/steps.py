@@ -91,13 +91,14 @@ StepKind = Callable[[StepParts], Step]
 def choose_step(config: PPOConfig, sync: GradientSync | None = None) -> StepKind:
     """The path for ``config``'s device: several ranks, a CUDA graph, the CPU's written-out step, or the reference.
 
-    Discrete branches take the reference (or the ranks' step over the reference gradients) on every device:
-    the written-out and graph steps hold the Gaussian's maths by hand, and the masked categoricals only autograd's.
+    Discrete branches and a conv torso take the reference (or the ranks' step over the reference gradients) on
+    every device: the written-out and graph steps hold the Gaussian MLP's maths by hand, and the masked
+    categoricals and convolutions only autograd's.
     """
     device = torch.device(config.device).type
     if sync is not None:
         return MultiRankStep
-    if config.branches:
+    if config.branches or config.conv:
         return EagerStep
     if device == "cuda" and config.cuda_graph:
         return GraphStep

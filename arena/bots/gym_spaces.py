@@ -55,6 +55,14 @@ class ObservationMap:
             raise ValueError(f"cannot flatten the observation space {space} into a vector: {exc}") from None
         return cls(space, dim, isinstance(space, gym.spaces.Box))
 
+    @property
+    def image(self) -> tuple[int, int, int] | None:
+        """(height, width, channels) when the space is a ``Box`` image (2 dims: one channel), as a conv torso reads it."""
+        shape = tuple(int(v) for v in getattr(self.space, "shape", None) or ())
+        if not self.flat_box or len(shape) not in (2, 3):
+            return None
+        return (shape[0], shape[1], shape[2] if len(shape) == 3 else 1)
+
     def rows(self, observations: Any, n: int, batched: bool) -> NDArray[np.float32]:
         """``n`` observations (one env's, or a vector env's batch when ``batched``) as an (n, obs_dim) array."""
         if self.flat_box:

@@ -67,7 +67,7 @@ def _export_onnx(args: argparse.Namespace) -> int:
         raise ValueError(f"--onnx needs {exc.name}: pip install -e '.[export]'") from None
     weights = load_weights(args.checkpoint)
     layers = weights.arch.layers
-    tank = weights.arch.kind != "mixed_mlp" and layers[0] == OBS_DIM and layers[-1] == ACT_DIM
+    tank = weights.arch.kind != "mixed_mlp" and weights.arch.obs_dim == OBS_DIM and layers[-1] == ACT_DIM
     game = (
         {
             "arena.game": "tank",
@@ -80,7 +80,7 @@ def _export_onnx(args: argparse.Namespace) -> int:
     )
     export_onnx(weights, args.output, game)
     inputs, outputs = signature(weights)
-    widths = {"obs": layers[0], "mask": weights.arch.actions.n_logits}
+    widths = {"obs": weights.arch.obs_dim, "mask": weights.arch.actions.n_logits}
     print(
         f"arena export: wrote {args.output} ({args.output.stat().st_size:,} bytes, ONNX opset {OPSET}): {weights.arch.kind} "
         f"{'→'.join(map(str, layers))}, {'input' if len(inputs) == 1 else 'inputs'} "

@@ -50,13 +50,25 @@ class GymPlan:
     opening: int = TURN_OPENING
     """Turn-based games: each game opens with 0 to ``opening`` random moves, drawn per game."""
 
-    def options_for(self, agents: int, obs_norm: bool = True) -> dict[str, Any]:
+    def options_for(self, agents: int, obs_norm: bool = True, image: tuple[int, int, int] | None = None) -> dict[str, Any]:
         """The agent's config overrides for ``agents`` parallel agents: the gym preset (PPO), then ``--agent-option``.
 
         ``obs_norm``: the preset normalizes observations (gymnasium games; not turn-based ones, where it is unmeasured).
+        ``image``: the observation space's image shape, which a ``conv`` option reads unless ``image`` is given too.
+
+        Raises:
+            ValueError: ``conv`` over an observation that is no image, without ``image`` to say where one is.
         """
         preset = gym_ppo_options(agents, obs_norm) if self.agent == "ppo" else {}
-        return {**preset, **self.agent_options}
+        options = {**preset, **self.agent_options}
+        if options.get("conv") and not options.get("image"):
+            if image is None:
+                raise ValueError(
+                    "--agent-option conv needs an image: the observation space is not a 2-D or 3-D Box, "
+                    "so say where the image is with --agent-option image=HEIGHT,WIDTH,CHANNELS"
+                )
+            options["image"] = image
+        return options
 
     @classmethod
     def from_flags(cls, flags: argparse.Namespace) -> GymPlan:
@@ -112,10 +124,11 @@ def run_local(plan: GymPlan) -> int:
         vectorized = plan.n_envs > 1
         obs_space = environment.single_observation_space if vectorized else environment.observation_space
         act_space = environment.single_action_space if vectorized else environment.action_space
-        obs_dim = ObservationMap.from_space(obs_space).obs_dim
+        observations = ObservationMap.from_space(obs_space)
+        obs_dim = observations.obs_dim
         actions = ActionMap.from_space(act_space).actions
         extra = {"branches": actions.branches} if actions.branches else {}
-        options = plan.options_for(plan.n_envs)
+        options = plan.options_for(plan.n_envs, image=observations.image)
         agent = make_agent(plan.agent, obs_dim, actions.continuous, seed=plan.seed, **extra, **options)
     finally:
         environment.close()  # it told us its spaces; the bot process makes its own

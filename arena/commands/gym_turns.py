@@ -44,7 +44,7 @@ def run_turns(plan: GymPlan) -> int:
         load_policy(Path(plan.opponent))  # a bad file fails here, in one line, before anything starts
     space = seats.actions.actions
     agents = plan.n_envs * len(seats.names)
-    options = plan.options_for(agents, obs_norm=False)
+    options = plan.options_for(agents, obs_norm=False, image=seats.observations.image)
     agent = make_agent(plan.agent, seats.observations.obs_dim, 0, seed=plan.seed, branches=space.branches, **options)
     plan.out.mkdir(parents=True, exist_ok=True)
     checkpoints = TrainerConfig(checkpoint_dir=plan.out / "checkpoints")

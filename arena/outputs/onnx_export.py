@@ -110,6 +110,8 @@ def _mlp(weights: Weights) -> nn.Sequential:
         raise ValueError(f"cannot export activation {arch.activation!r} to ONNX")
     tensors = decode_tensors(weights.tensors)
     layers: list[nn.Module] = [] if arch.obs_clip is None else [_Normalize(tensors, arch.obs_clip)]
+    if arch.conv is not None:
+        layers.append(_ConvTorso(weights, tensors))
     sizes = list(arch.layers)
     for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         linear = nn.Linear(fan_in, fan_out)
@@ -120,6 +122,30 @@ def _mlp(weights: Weights) -> nn.Sequential:
         if i < len(sizes) - 2:
             layers.append(_ACTIVATIONS[arch.activation]())
     return nn.Sequential(*layers)
+
+
+class _ConvTorso(nn.Module):
+    """The ``conv`` torso (docs/protocol.md §4.1): the image at the observation's start, channels last, through
+    unpadded stride-1 convolutions; their output flattened (channel, row, column), then the observation's rest."""
+
+    def __init__(self, weights: Weights, tensors: Mapping[str, NDArray[np.float32]]) -> None:
+        super().__init__()
+        conv = weights.arch.conv
+        assert conv is not None
+        self.image, self.image_size = conv.image, conv.image_size
+        layers: list[nn.Module] = []
+        for i, (out, kh, kw) in enumerate(conv.layers):
+            layer = nn.Conv2d(conv.in_channels(i), out, (kh, kw))
+            with torch.no_grad():
+                layer.weight.copy_(torch.from_numpy(np.array(tensors[f"c{i}.weight"], np.float32)))
+                layer.get_parameter("bias").copy_(torch.from_numpy(np.array(tensors[f"c{i}.bias"], np.float32)))
+            layers += [layer, _ACTIVATIONS[weights.arch.activation]()]
+        self.convs = nn.Sequential(*layers)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        height, width, channels = self.image
+        image = obs[:, : self.image_size].reshape(-1, height, width, channels).permute(0, 3, 1, 2)
+        return torch.cat([self.convs(image).flatten(1), obs[:, self.image_size :]], dim=1)
 
 
 class _Normalize(nn.Module):
@@ -180,7 +206,7 @@ def model_metadata(weights: Weights, game: Mapping[str, str] | None = None) -> d
     arch = weights.arch
     meta = {
         "arena.kind": arch.kind,
-        "arena.obs_dim": str(arch.layers[0]),
+        "arena.obs_dim": str(arch.obs_dim),
         "arena.act_dim": str(arch.layers[-1]),
         "arena.generation": str(weights.generation),
         "arena.version": str(weights.version),
@@ -281,7 +307,7 @@ def _example_inputs(weights: Weights) -> tuple[Tensor, Tensor]:
     """An observation and an all-legal mask, two rows each: what the exporter traces the graph with."""
     arch = weights.arch
     n_logits = arch.actions.n_logits if arch.kind == "mixed_mlp" else 0
-    return torch.zeros((2, arch.layers[0]), dtype=torch.float32), torch.ones((2, n_logits), dtype=torch.float32)
+    return torch.zeros((2, arch.obs_dim), dtype=torch.float32), torch.ones((2, n_logits), dtype=torch.float32)
 
 
 def reference_actions(weights: Weights, obs: NDArray[np.float32], mask: NDArray[Any] | None = None) -> dict[str, NDArray[Any]]:

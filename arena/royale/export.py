@@ -32,6 +32,7 @@ _VENDORED = (
     "actions.py",
     "batching.py",
     "categorical.py",
+    "conv.py",
     "codec.py",
     "errors.py",
     "fields.py",
@@ -68,8 +69,8 @@ def export_royale_bot(source: Path, out: Path, rules: TankRules | None = None, a
             f"a mixed_mlp policy ({weights.arch.actions.describe()}) picks discrete actions, and a Tank Royale "
             f"tank acts in {ACT_DIM} continuous dims: export a continuous-action policy"
         )
-    if layers[0] != OBS_DIM or layers[-1] != ACT_DIM:
-        raise ValueError(f"the policy maps {layers[0]} → {layers[-1]}, not the tank arena's {OBS_DIM} → {ACT_DIM}")
+    if weights.arch.obs_dim != OBS_DIM or layers[-1] != ACT_DIM:
+        raise ValueError(f"the policy maps {weights.arch.obs_dim} → {layers[-1]}, not the tank arena's {OBS_DIM} → {ACT_DIM}")
     if out.exists():
         if not (out / "policy.weights").is_file():
             raise ValueError(f"-o {out}: exists and is not an exported bot; choose a new directory")

@@ -17,6 +17,7 @@ from agents.networks import (
     Critic,
     FastTanh,
     GaussianActor,
+    LogStdRange,
     MixedActor,
     check_same_shapes,
     linear_arrays,
@@ -48,7 +49,7 @@ def test_mlp_puts_the_activation_between_layers_only_with_orthogonal_weights_and
 
 
 def test_the_actor_exports_the_gaussian_mlp_layout_as_float32_copies():
-    actor = GaussianActor(3, 2, (5, 4), "tanh", log_std_init=-0.5, log_std_min=-3.0, log_std_max=0.0)
+    actor = GaussianActor(3, 2, (5, 4), "tanh", LogStdRange(-0.5, -3.0, 0.0))
     arch, tensors = actor.export()
     assert arch == {
         "kind": "gaussian_mlp",
@@ -73,7 +74,7 @@ def test_the_actor_exports_the_gaussian_mlp_layout_as_float32_copies():
 
 
 def test_log_prob_is_the_diagonal_gaussians_with_the_clamped_std():
-    actor = GaussianActor(3, 2, (8,), "tanh", log_std_init=1.0, log_std_min=-3.0, log_std_max=0.0)
+    actor = GaussianActor(3, 2, (8,), "tanh", LogStdRange(1.0, -3.0, 0.0))
     obs, actions = torch.randn(6, 3), torch.randn(6, 2)
     logp, log_std = actor.log_prob(obs, actions)
     assert log_std.tolist() == [0.0, 0.0]  # 1.0 is above the ceiling: clamped where it is used
@@ -90,12 +91,12 @@ def test_the_critic_gives_one_value_per_observation():
 
 
 def test_check_same_shapes_refuses_other_layers_or_sizes():
-    expected = GaussianActor(3, 2, (8,), "tanh", -0.5, -3.0, 0.0).state_dict()
+    expected = GaussianActor(3, 2, (8,), "tanh", LogStdRange(-0.5, -3.0, 0.0)).state_dict()
     check_same_shapes("actor", expected, dict(expected))
-    bigger = GaussianActor(3, 2, (16,), "tanh", -0.5, -3.0, 0.0).state_dict()
+    bigger = GaussianActor(3, 2, (16,), "tanh", LogStdRange(-0.5, -3.0, 0.0)).state_dict()
     with pytest.raises(ValueError, match=r"net.0.weight is \(16, 3\), this run needs \(8, 3\)"):
         check_same_shapes("actor", expected, bigger)
-    deeper = GaussianActor(3, 2, (8, 8), "tanh", -0.5, -3.0, 0.0).state_dict()
+    deeper = GaussianActor(3, 2, (8, 8), "tanh", LogStdRange(-0.5, -3.0, 0.0)).state_dict()
     with pytest.raises(ValueError, match="different layers"):
         check_same_shapes("actor", expected, deeper)
     with pytest.raises(ValueError, match="is list"):
@@ -148,7 +149,7 @@ def test_masked_categoricals_give_torchs_log_prob_and_entropy_and_illegal_action
 
 
 def test_the_mixed_actors_log_prob_and_entropy_are_the_gaussians_plus_the_categoricals():
-    actor = MixedActor(5, 2, BRANCHES, (16,), "tanh", log_std_init=0.5, log_std_min=-3.0, log_std_max=0.0)
+    actor = MixedActor(5, 2, BRANCHES, (16,), "tanh", LogStdRange(0.5, -3.0, 0.0))
     with torch.no_grad():
         actor.net[-1].weight.mul_(300.0)  # logits of a few units, not the fresh head's near-uniform ones
     obs, cont, mask = torch.randn(32, 5), torch.randn(32, 2), random_mask(32, seed=3)
@@ -170,7 +171,7 @@ def test_the_mixed_actors_log_prob_and_entropy_are_the_gaussians_plus_the_catego
 
 
 def test_gradients_stay_finite_with_masks_huge_logits_and_a_single_legal_action():
-    actor = MixedActor(4, 0, BRANCHES, (8,), "tanh", -0.5, -3.0, 0.0)
+    actor = MixedActor(4, 0, BRANCHES, (8,), "tanh", LogStdRange(-0.5, -3.0, 0.0))
     with torch.no_grad():
         actor.net[-1].bias.copy_(torch.tensor([80.0, -80.0, 0.0, 5.0, 80.0, -80.0, 30.0, -30.0]))
     mask = random_mask(16, seed=4)
@@ -185,7 +186,7 @@ def test_gradients_stay_finite_with_masks_huge_logits_and_a_single_legal_action(
 
 
 def test_the_mixed_actor_exports_the_mixed_mlp_layout_with_log_std_only_beside_continuous_dims():
-    actor = MixedActor(3, 2, (4, 2), (5,), "relu", -0.5, -3.0, 0.0)
+    actor = MixedActor(3, 2, (4, 2), (5,), "relu", LogStdRange(-0.5, -3.0, 0.0))
     arch, tensors = actor.export()
     assert arch == {
         "kind": "mixed_mlp",
@@ -204,6 +205,6 @@ def test_the_mixed_actor_exports_the_mixed_mlp_layout_with_log_std_only_beside_c
         "log_std": (2,),
     }
     assert all(v.dtype == np.float32 for v in tensors.values())
-    discrete_arch, discrete = MixedActor(3, 0, (4,), (5,), "tanh", -0.5, -3.0, 0.0).export()
+    discrete_arch, discrete = MixedActor(3, 0, (4,), (5,), "tanh", LogStdRange(-0.5, -3.0, 0.0)).export()
     assert discrete_arch["layers"] == [3, 5, 4] and discrete_arch["continuous"] == 0
     assert set(discrete) == {"l0.weight", "l0.bias", "l1.weight", "l1.bias"}

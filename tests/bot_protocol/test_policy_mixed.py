@@ -129,11 +129,11 @@ def test_log_prob_of_given_legal_actions_matches_torch(name):
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
 def test_matches_the_trainers_mixed_actor(name, activation):
     """The trainer's MixedActor, exported and loaded here, scores the bot's packed actions as the bot did (1e-6)."""
-    from agents.networks import MixedActor
+    from agents.networks import LogStdRange, MixedActor
 
     space = SPACES[name]
     torch.manual_seed(0)
-    actor = MixedActor(OBS, space.continuous, space.branches, (16, 8), activation, -0.5, -3.0, 0.5)
+    actor = MixedActor(OBS, space.continuous, space.branches, (16, 8), activation, LogStdRange(-0.5, -3.0, 0.5))
     with torch.no_grad():
         for p in actor.net.parameters():
             p.add_(0.5 * torch.randn(p.shape))  # logits of order 1, not the near-uniform ones of a fresh head

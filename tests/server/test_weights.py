@@ -6,13 +6,13 @@ import time
 
 import numpy as np
 
-from agents.networks import GaussianActor
+from agents.networks import GaussianActor, LogStdRange
 from bot_protocol import PolicyId, Weights, decode_from_server, decode_tensors
 from server.weights import PublishedWeights, WeightsSlot, published_weights
 
 
 def exported_actor() -> tuple[dict, dict[str, np.ndarray]]:
-    return GaussianActor(3, 2, (4,), "tanh", -0.5, -3.0, 0.0).export()
+    return GaussianActor(3, 2, (4,), "tanh", LogStdRange(-0.5, -3.0, 0.0)).export()
 
 
 def snapshot(generation: int, version: int) -> PublishedWeights:

@@ -34,6 +34,15 @@ def test_discrete_and_dict_observations_are_flattened_as_gymnasium_does():
 # ── actions ──────────────────────────────────────────────────────────────────
 
 
+def test_an_image_box_tells_a_conv_torso_its_shape_and_nothing_else_does():
+    """(height, width, channels): a board of planes as it is, a plain grid as one channel; a vector or a dict is no image."""
+    assert ObservationMap.from_space(gym.spaces.Box(0, 1, (6, 7, 2), np.int8)).image == (6, 7, 2)
+    assert ObservationMap.from_space(gym.spaces.Box(0, 1, (3, 4), np.float32)).image == (3, 4, 1)
+    assert ObservationMap.from_space(gym.spaces.Box(0, 1, (5,), np.float32)).image is None
+    assert ObservationMap.from_space(gym.spaces.Box(0, 1, (2, 3, 4, 5), np.float32)).image is None
+    assert ObservationMap.from_space(gym.spaces.Dict({"board": gym.spaces.Box(0, 1, (3, 3))})).image is None
+
+
 def test_every_leaf_maps_to_continuous_dims_or_branches_in_gymnasiums_order():
     space = gym.spaces.Dict(
         {

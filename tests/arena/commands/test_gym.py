@@ -39,6 +39,15 @@ def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, cap
         assert set(record) == {"win", "draw", "loss", "illegal_moves"} and record["win"] + record["loss"] == 1.0
 
 
+def test_a_conv_torso_trains_through_the_server_and_its_run_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """CartPole's four numbers read as a 1x4 image: the torso's weights go to the bot process and back in the summary."""
+    argv = ["gym", "CartPole-v1", "--steps", "2000", "--eval-episodes", "1", "--out", str(tmp_path), "--json"]
+    assert main([*argv, "--agent-option", "conv=4,1,2", "--agent-option", "image=1,4,1"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["agent_options"]["conv"] == [4, 1, 2] and summary["agent_options"]["image"] == [1, 4, 1]
+    assert summary["policy_version"] >= 1 and summary["eval_mean_return"] > 0
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -51,6 +60,11 @@ def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, cap
         (["gym", "tests.arena.bots.tiny_nim", "--opponent", "nobody"], "--opponent 'nobody': expected self, random, past"),
         (["gym", "CartPole-v1", "--opening", "4"], "--opening applies to turn-based games"),
         (["gym", "tests.arena.bots.tiny_nim", "--opening", "-1"], "--opening must be >= 0 random moves, got -1"),
+        (["gym", "CartPole-v1", "--agent-option", "conv=4,1,2", "--steps", "10"], "conv needs an image"),
+        (
+            ["gym", "CartPole-v1", "--agent-option", "conv=4,1,2", "--agent-option", "image=2,4,1", "--steps", "10"],
+            "image (2, 4, 1) holds 8 entries, more than obs_dim 4",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path):

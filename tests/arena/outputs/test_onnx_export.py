@@ -252,3 +252,22 @@ def test_onnx_scales_observations_as_the_policy_does_when_the_trainer_normalizes
     got, want = run(path, obs, mask), reference_actions(weights, obs, mask)
     for name in ("mean", "log_std", *(("logits",) if branches else ())):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("branches", [(), (7,)])
+def test_onnx_runs_a_conv_torso_as_the_policy_does(branches: tuple[int, ...], tmp_path: Path) -> None:
+    """A board read through ``conv`` (channels last, two entries after the image): the model's outputs are the Policy's."""
+    torch.manual_seed(6)
+    extra = {"branches": branches} if branches else {}
+    agent = make_agent("ppo", 6 * 7 * 2 + 2, 0 if branches else 2, image=(6, 7, 2), conv=(8, 4, 4, 4, 2, 2), **extra)
+    weights = Weights.pack(0, 1, *agent.export_actor())
+    assert weights.arch.conv is not None and weights.arch.obs_dim == 86
+    path = tmp_path / "policy.onnx"
+    export_onnx(weights, path)
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    rng = np.random.default_rng(7)
+    obs = rng.integers(0, 2, (33, 86)).astype(np.float32)
+    mask = np.ones((33, 7), np.float32) if branches else None
+    got, want = run(path, obs, mask), reference_actions(weights, obs, mask)
+    for name in ("logits",) if branches else ("mean", "log_std"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
