@@ -90,6 +90,11 @@ class Segment:
     reward_fn: TermsReward | None = None
     """Terms mode: the run's reward function, which :func:`segment_rewards` applies to ``terms`` and
     ``score`` (the segment carries it because the learner must not know the game). None in scalar mode."""
+    state: NDArray[np.float32] | None = None
+    """(T, state_size): a recurrent policy's state before each step, as the bot acted from it; None: memoryless."""
+    next_state: NDArray[np.float32] | None = None
+    """(state_size,): the state after the last step, where known (a split's head: the tail's first state);
+    None with ``state``: the learner steps its own core from the last row to bootstrap."""
 
     def __post_init__(self) -> None:
         assert (self.reward is None) != (self.terms is None), "a segment has either rewards or reward terms"
@@ -117,7 +122,7 @@ class Segment:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.obs, self.act, self.logp, self.next_obs, self.reward, self.terms)
+        arrays = (self.obs, self.act, self.logp, self.next_obs, self.reward, self.terms, self.state, self.next_state)
         return sum(a.nbytes for a in arrays if a is not None)
 
     def split(self, steps: int) -> tuple[Segment, Segment]:
@@ -133,11 +138,14 @@ class Segment:
             self, obs=self.obs[:steps], act=self.act[:steps], logp=self.logp[:steps], end=SegmentEnd.CUT,
             next_obs=self.obs[steps], reward=None if self.reward is None else self.reward[:steps],
             terms=None if self.terms is None else self.terms[:steps], score=None, reward_sum=None,
+            state=None if self.state is None else self.state[:steps],
+            next_state=None if self.state is None else self.state[steps],
         )  # fmt: skip
         tail = dataclasses.replace(
             self, obs=self.obs[steps:], act=self.act[steps:], logp=self.logp[steps:],
             reward=None if self.reward is None else self.reward[steps:],
             terms=None if self.terms is None else self.terms[steps:], reward_sum=None,
+            state=None if self.state is None else self.state[steps:],
         )  # fmt: skip
         return head, tail
 

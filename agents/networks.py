@@ -17,8 +17,11 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
+from .recurrent import RecurrentCore
+
 __all__ = [
     "Actor",
+    "Body",
     "ConvShape",
     "ConvTorso",
     "Critic",
@@ -136,19 +139,56 @@ class ConvTorso(nn.Module):
         return wire, tensors
 
 
-def _torso(obs_dim: int, conv: ConvShape | None, activation: str) -> tuple[nn.Module, int]:
-    """The layer the MLP reads (a :class:`ConvTorso`, or the identity without ``conv``) and the MLP's input width."""
-    if conv is None:
-        return nn.Identity(), obs_dim
-    torso = ConvTorso(obs_dim, conv, activation)
-    return torso, torso.out_dim
+class Body(nn.Module):
+    """What reads a network's input rows before its MLP: an optional :class:`ConvTorso`, then an optional recurrent core.
 
+    Without a core a row is an observation. With one (:class:`agents.recurrent.RecurrentCore`) a row is an
+    observation and then the state the bot acted from, ``obs_dim + state_size`` entries: :meth:`forward`
+    takes one step from each row's own state, and :meth:`forward_chunks` unrolls chunks of consecutive rows
+    from the state of each chunk's first row, the backpropagation through time PPO's sequence step runs.
+    """
 
-def _export_torso(torso: nn.Module, arch: dict[str, Any], tensors: dict[str, NDArray[np.float32]]) -> None:
-    """Add a :class:`ConvTorso`'s field and tensors to an export (nothing for the identity)."""
-    if isinstance(torso, ConvTorso):
-        arch["conv"], conv_tensors = torso.export()
-        tensors.update(conv_tensors)
+    def __init__(self, obs_dim: int, activation: str, conv: ConvShape | None, recurrent: tuple[str, int] | None) -> None:
+        super().__init__()
+        self.obs_dim = obs_dim
+        self.conv = ConvTorso(obs_dim, conv, activation) if conv is not None else None
+        features = self.conv.out_dim if self.conv is not None else obs_dim
+        self.core = RecurrentCore(recurrent[0], features, recurrent[1]) if recurrent is not None else None
+        self.out_dim = self.core.size if self.core is not None else features
+        """The MLP's input width."""
+
+    @property
+    def state_size(self) -> int:
+        """Entries of the state each row carries after its observation (0 without a core)."""
+        return self.core.state_size if self.core is not None else 0
+
+    def features(self, obs: Tensor) -> Tensor:
+        """The torso's output for observations (the observations themselves without one): what a core reads."""
+        return self.conv(obs) if self.conv is not None else obs
+
+    def forward(self, rows: Tensor) -> Tensor:
+        """The MLP's input for each row (a core steps once, from the row's own state)."""
+        if self.core is None:
+            return self.features(rows)
+        return self.core.step(self.features(rows[:, : self.obs_dim]), rows[:, self.obs_dim :])[0]
+
+    def forward_chunks(self, rows: Tensor, length: int) -> Tensor:
+        """The MLP's input for rows laid out as chunks of ``length`` consecutive steps, each unrolled from its first state."""
+        if self.core is None:
+            return self.features(rows)
+        features = self.features(rows[:, : self.obs_dim])
+        chunks = features.reshape(-1, length, features.shape[-1])
+        out = self.core.unroll(chunks, rows[::length, self.obs_dim :])
+        return out.reshape(len(rows), -1)
+
+    def export(self, arch: dict[str, Any], tensors: dict[str, NDArray[np.float32]]) -> None:
+        """Add the torso's and the core's fields and tensors to an export (nothing for a plain MLP)."""
+        if self.conv is not None:
+            arch["conv"], conv_tensors = self.conv.export()
+            tensors.update(conv_tensors)
+        if self.core is not None:
+            arch["recurrent"], core_tensors = self.core.export()
+            tensors.update(core_tensors)
 
 
 def linear_arrays(net: nn.Sequential) -> dict[str, NDArray[np.float32]]:
@@ -186,10 +226,11 @@ class GaussianActor(nn.Module):
         activation: str,
         log_std: LogStdRange,
         conv: ConvShape | None = None,
+        recurrent: tuple[str, int] | None = None,
     ) -> None:
         super().__init__()
-        self.torso, mlp_in = _torso(obs_dim, conv, activation)
-        self.sizes = (mlp_in, *hidden, act_dim)
+        self.body = Body(obs_dim, activation, conv, recurrent)
+        self.sizes = (self.body.out_dim, *hidden, act_dim)
         self.activation = activation
         self.net = mlp(self.sizes, activation, head_gain=0.01)
         self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std.init)))
@@ -197,7 +238,11 @@ class GaussianActor(nn.Module):
 
     def forward(self, obs: Tensor) -> Tensor:
         """The action mean, shape (n, act_dim)."""
-        return self.net(self.torso(obs))  # type: ignore[no-any-return]
+        return self.net(self.body(obs))  # type: ignore[no-any-return]
+
+    def forward_chunks(self, rows: Tensor, length: int) -> Tensor:
+        """:meth:`forward` over chunks of ``length`` consecutive rows (:meth:`Body.forward_chunks`)."""
+        return self.net(self.body.forward_chunks(rows, length))  # type: ignore[no-any-return]
 
     def clamped_log_std(self) -> Tensor:
         return self.log_std.clamp(self.log_std_min, self.log_std_max)
@@ -226,7 +271,7 @@ class GaussianActor(nn.Module):
         }
         tensors = linear_arrays(self.net)
         tensors["log_std"] = self.log_std.detach().cpu().numpy().astype(np.float32, copy=True)
-        _export_torso(self.torso, arch, tensors)
+        self.body.export(arch, tensors)
         return arch, tensors
 
 
@@ -292,11 +337,12 @@ class MixedActor(nn.Module):
         activation: str,
         log_std: LogStdRange,
         conv: ConvShape | None = None,
+        recurrent: tuple[str, int] | None = None,
     ) -> None:
         super().__init__()
         self.continuous, self.branches = continuous, tuple(branches)
-        self.torso, mlp_in = _torso(obs_dim, conv, activation)
-        self.sizes = (mlp_in, *hidden, continuous + sum(self.branches))
+        self.body = Body(obs_dim, activation, conv, recurrent)
+        self.sizes = (self.body.out_dim, *hidden, continuous + sum(self.branches))
         self.activation = activation
         self.net = mlp(self.sizes, activation, head_gain=0.01)  # near-uniform logits at the start
         self.log_std = nn.Parameter(torch.full((continuous,), float(log_std.init)))
@@ -304,7 +350,11 @@ class MixedActor(nn.Module):
 
     def forward(self, obs: Tensor) -> Tensor:
         """The last layer's output, shape (n, continuous + sum(branches)): the mean, then the logits."""
-        return self.net(self.torso(obs))  # type: ignore[no-any-return]
+        return self.net(self.body(obs))  # type: ignore[no-any-return]
+
+    def forward_chunks(self, rows: Tensor, length: int) -> Tensor:
+        """:meth:`forward` over chunks of ``length`` consecutive rows (:meth:`Body.forward_chunks`)."""
+        return self.net(self.body.forward_chunks(rows, length))  # type: ignore[no-any-return]
 
     def split_output(self, out: Tensor) -> tuple[Tensor, Tensor]:
         """(the Gaussian's mean, every branch's logits) of a :meth:`forward` output."""
@@ -352,7 +402,7 @@ class MixedActor(nn.Module):
         tensors = linear_arrays(self.net)
         if self.continuous > 0:
             tensors["log_std"] = self.log_std.detach().cpu().numpy().astype(np.float32, copy=True)
-        _export_torso(self.torso, arch, tensors)
+        self.body.export(arch, tensors)
         return arch, tensors
 
 
@@ -365,11 +415,11 @@ class Critic(nn.Module):
 
     def __init__(self, obs_dim: int, hidden: tuple[int, ...], activation: str, conv: ConvShape | None = None) -> None:
         super().__init__()
-        self.torso, mlp_in = _torso(obs_dim, conv, activation)
-        self.net = mlp((mlp_in, *hidden, 1), activation, head_gain=1.0)
+        self.body = Body(obs_dim, activation, conv, None)
+        self.net = mlp((self.body.out_dim, *hidden, 1), activation, head_gain=1.0)
 
     def forward(self, obs: Tensor) -> Tensor:
-        return self.net(self.torso(obs)).squeeze(-1)  # type: ignore[no-any-return]
+        return self.net(self.body(obs)).squeeze(-1)  # type: ignore[no-any-return]
 
 
 def check_same_shapes(name: str, expected: dict[str, Tensor], found: Any) -> None:

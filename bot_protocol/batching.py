@@ -54,6 +54,8 @@ class Step(NamedTuple):
     """(n, n_branches): the action each agent took in each discrete branch."""
     mask: ArrayLike | None = None
     """(n, sum(branches)), bools or 0/1: the actions that were legal (absent: all of them)."""
+    state: ArrayLike | None = None
+    """(n, state_size): a recurrent policy's state each agent acted from (required exactly when ``state_size`` > 0)."""
 
 
 class StepRecorder:
@@ -73,11 +75,13 @@ class StepRecorder:
         reward: RewardMode,
         batch_steps: int = 64,
         branches: tuple[int, ...] = (),
+        state_size: int = 0,
     ) -> None:
         if batch_steps < 1:
             raise ValueError(f"batch_steps must be >= 1, got {batch_steps}")
         self.obs_dim, self.act_dim, self.n_agents, self.reward = obs_dim, act_dim, n_agents, reward
         self.space = ActionSpace(act_dim, branches)
+        self.state_size = state_size
         self.batch_steps = batch_steps
         self.episode = np.zeros(n_agents, dtype=np.uint32)
         self._identity: PolicyId | None = None
@@ -101,7 +105,7 @@ class StepRecorder:
             ProtocolError: ``bad_action``, ``bad_mask`` or ``illegal_action``: a ``dact`` or
                 ``mask`` the server would refuse (nothing of the step is recorded).
         """
-        obs, actions, logp, reward, terms, terminal, truncated, next_obs, score, agents, dact, mask = step
+        obs, actions, logp, reward, terms, terminal, truncated, next_obs, score, agents, dact, mask, state = step
         ids = self._all_agents if agents is None else np.asarray(agents, dtype=np.uint32)
         n = len(ids)
         obs_a = _rows(obs, (n, self.obs_dim), "obs")
@@ -121,6 +125,12 @@ class StepRecorder:
             "flags": flags,
             **discrete,
         }
+        if self.state_size:
+            if state is None:
+                raise ValueError(f"state= ({n}, {self.state_size}) is required: this bot's policy is recurrent")
+            row["state"] = _rows(state, (n, self.state_size), "state")
+        elif state is not None:
+            raise ValueError("state= is for bots whose hello declares a recurrent state_size")
         if self.reward is RewardMode.SCALAR:
             if reward is None or terms is not None:
                 raise ValueError("scalar-reward bots pass reward=, not terms=")
@@ -200,6 +210,7 @@ class StepRecorder:
             score=cat("score", (0,)) if self.reward is RewardMode.TERMS else None,
             dact=np.concatenate([r["dact"] for r in rows]) if self.space.branches else None,
             mask=_joined_masks([(len(r["agent"]), r.get("mask")) for r in rows]),
+            state=np.concatenate([r["state"] for r in rows]) if self.state_size else None,
         )
 
 
@@ -247,6 +258,7 @@ def split_batch(batch: TransitionBatch, max_rows: int) -> list[TransitionBatch]:
                 score=None if batch.score is None else batch.score[e0:e1],
                 dact=None if batch.dact is None else batch.dact[rows],
                 mask=None if batch.mask is None else batch.mask[rows],
+                state=None if batch.state is None else batch.state[rows],
             )
         )
     return pieces
@@ -283,6 +295,7 @@ def concat_batches(batches: list[TransitionBatch]) -> TransitionBatch:
         score=cat("score"),
         dact=None if first.dact is None else np.concatenate([b.dact for b in batches]),
         mask=_joined_masks([(b.n, b.mask) for b in batches]),
+        state=cat("state"),
     )
 
 

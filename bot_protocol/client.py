@@ -359,6 +359,11 @@ class BotClient:
                     f"sizes {policy.obs_dim}→{policy.actions.describe()} do not match this bot "
                     f"({self.config.obs_dim}→{self.config.actions.describe()})",
                 )
+            if current is not None and policy.state_size != current.state_size:
+                raise ProtocolError(
+                    ErrorCode.BAD_WEIGHTS,
+                    f"the new policy keeps a recurrent state of {policy.state_size} entries, the run's {current.state_size}",
+                )
         except ProtocolError as exc:
             self.stats.weights_rejected += 1
             logger.warning("rejected weights: %s", exc.message)
@@ -406,6 +411,10 @@ class BlockingBotClient:
             config.obs_dim, config.act_dim, config.n_agents, config.reward, config.batch_steps, tuple(config.branches)
         )
         self._acting: Policy | None = None
+        self.states = np.zeros((config.n_agents, 0), np.float32)
+        """Each agent's recurrent state, the next :meth:`act` starts from (zeros at an episode's start); sized by
+        the run's policy when :meth:`connect` returns, (n_agents, 0) for a memoryless one."""
+        self._acted_from = self.states
         self._pending: Any = None  # concurrent.futures.Future of the send in flight
 
     @property
@@ -437,22 +446,58 @@ class BlockingBotClient:
         if not self._thread.is_alive():
             self._thread.start()
         self._run(self._client.connect())
+        size = self.policy.state_size  # the run's actor says whether rows carry a state, and how wide
+        if size != self._recorder.state_size:
+            self._recorder.state_size = size
+            self.states = self.policy.initial_state(self.config.n_agents)
 
     def act(self, obs: ArrayLike, deterministic: bool = False, mask: ArrayLike | None = None) -> tuple[NDArray[Any], ...]:
         """Actions and log-probs for every agent's observation, with the newest weights.
 
         ``(actions, logp)``, or with discrete branches ``(actions, logp, dact)`` drawn among the
         actions ``mask`` allows (see :meth:`Policy.act`). The policy used is remembered so the
-        next :meth:`record` stamps its version.
+        next :meth:`record` stamps its version. A recurrent policy acts for every agent at once
+        (``obs`` has ``n_agents`` rows) from :attr:`states`, which then move on a step; the next
+        :meth:`record` sends the states acted from, and resets those of agents whose episode ended.
+        A new policy (a hot-swap) continues from the states as they are (docs/protocol.md §4.7).
         """
         policy = self.policy
         self._acting = policy
         obs_a = np.asarray(obs, dtype=np.float32).reshape(-1, self.config.obs_dim)
-        return policy.act(obs_a, self.rng, deterministic, mask)
+        if not policy.state_size:
+            return policy.act(obs_a, self.rng, deterministic, mask)
+        if len(obs_a) != self.config.n_agents:
+            raise ValueError(f"a recurrent policy acts for all {self.config.n_agents} agents at once, got {len(obs_a)} rows")
+        self._acted_from = self.states
+        chosen, self.states = policy.step(obs_a, self.states, self.rng, deterministic, mask)
+        return chosen
+
+    def reset_states(self, agents: ArrayLike | None = None) -> None:
+        """Start ``agents``' recurrent states again from zeros (all of them when None): a new round or episode."""
+        if agents is None:
+            self.states = np.zeros_like(self.states)
+        else:
+            self.states = self.states.copy()
+            self.states[np.asarray(agents, dtype=np.intp)] = 0.0
 
     def record(self, obs: ArrayLike, actions: ArrayLike, logp: ArrayLike, **step: Any) -> None:
-        """Record one step per agent: the keywords are :class:`~bot_protocol.batching.Step`'s other fields."""
+        """Record one step per agent: the keywords are :class:`~bot_protocol.batching.Step`'s other fields.
+
+        A recurrent bot's rows get ``state`` (the states :meth:`act` acted from) unless given, and the
+        agents whose episode ended here (``terminal`` or ``truncated``) start their next one from zeros.
+        """
         policy = self._acting or self.policy
+        if self._recorder.state_size:
+            agents = step.get("agents")
+            rows = slice(None) if agents is None else np.asarray(agents, dtype=np.intp)
+            step.setdefault("state", self._acted_from[rows])
+            ended = np.zeros(len(self._acted_from[rows]), bool)
+            for flag in ("terminal", "truncated"):
+                if step.get(flag) is not None:
+                    ended |= np.asarray(step[flag], dtype=bool).reshape(-1)
+            if ended.any():
+                ids = np.arange(self.config.n_agents)[rows]
+                self.reset_states(ids[ended])
         batch = self._recorder.record(Step(obs, actions, logp, **step), policy.policy_id)
         if batch is not None:
             self._send(batch)

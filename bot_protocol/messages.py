@@ -37,6 +37,7 @@ from .fields import U32 as U32
 from .fields import check_floats as check_floats
 from .fields import read_bytes, read_field, read_float, read_int, read_map, read_str
 from .policy_id import PolicyId
+from .recurrent import RecurrentSpec
 from .tensors import encode_tensors
 
 __all__ = [
@@ -120,6 +121,9 @@ class SessionSpec:
     reward: RewardMode
     limits: Limits = field(default_factory=Limits)
     branches: tuple[int, ...] = ()
+    state_size: int = 0
+    """Entries of the recurrent state every row carries in its ``state`` column: the run's actor's
+    (``weights.arch.recurrent``), never the bot's word; 0: a memoryless actor's rows, which send none."""
 
     @functools.cached_property
     def actions(self) -> ActionSpace:
@@ -164,13 +168,18 @@ class Architecture:
     """Where normalized observations are clipped; None (the field absent): observations are not normalized."""
     conv: ConvSpec | None = None
     """A convolutional torso before the MLP; None (the field absent): the MLP reads the observation itself."""
+    recurrent: RecurrentSpec | None = None
+    """A recurrent core between the observation (or the torso) and the MLP, whose first layer reads its output;
+    None (the field absent): a memoryless actor."""
 
     @property
     def obs_dim(self) -> int:
-        """Observation entries the actor reads: the MLP's inputs, or with ``conv`` the image's plus what follows it."""
+        """Observation entries the actor reads: the first layer's inputs (the MLP's, or the recurrent core's),
+        or with ``conv`` the image's plus what follows it."""
+        inputs = self.recurrent.inputs if self.recurrent is not None else self.layers[0]
         if self.conv is None:
-            return self.layers[0]
-        return self.conv.image_size + self.layers[0] - self.conv.features
+            return inputs
+        return self.conv.image_size + inputs - self.conv.features
 
     @property
     def actions(self) -> ActionSpace:
@@ -185,6 +194,8 @@ class Architecture:
             wire["obs_clip"] = self.obs_clip
         if self.conv is not None:
             wire["conv"] = self.conv.to_wire()
+        if self.recurrent is not None:
+            wire["recurrent"] = self.recurrent.to_wire()
         if self.kind == "tanh_mlp":
             wire["act_limit"] = self.act_limit
             return wire
@@ -209,6 +220,7 @@ class Architecture:
             branches=tuple(int(b) for b in arch.get("branches", ())),
             obs_clip=None if arch.get("obs_clip") is None else float(arch["obs_clip"]),
             conv=None if arch.get("conv") is None else ConvSpec.from_wire(arch["conv"]),
+            recurrent=None if arch.get("recurrent") is None else RecurrentSpec.from_wire(arch["recurrent"]),
         )
 
     @classmethod
@@ -222,15 +234,17 @@ class Architecture:
             raise ProtocolError(ErrorCode.BAD_FIELD, "field 'layers' must list at least two sizes in [1, 65536]")
         kind = read_str(m, "kind", MAX_NAME_LEN)
         obs_clip = _obs_clip(m)
-        conv = _conv(m, layers[0])
+        recurrent = _recurrent(m, layers[0])
+        conv = _conv(m, recurrent.inputs if recurrent is not None else layers[0])
         if kind == "tanh_mlp":
             act_limit = read_float(m, "act_limit")
             if not act_limit > 0:
                 raise ProtocolError(ErrorCode.BAD_FIELD, f"field 'act_limit' must be > 0, got {act_limit}")
             activation = read_str(m, "activation", MAX_NAME_LEN)
             return cls(
-                kind=kind, layers=tuple(layers), activation=activation, act_limit=act_limit, obs_clip=obs_clip, conv=conv
-            )
+                kind=kind, layers=tuple(layers), activation=activation, act_limit=act_limit, obs_clip=obs_clip,
+                conv=conv, recurrent=recurrent,
+            )  # fmt: skip
         continuous, branches = _mixed_outputs(m, layers[-1]) if kind == "mixed_mlp" else (0, ())
         return cls(
             kind=kind,
@@ -242,11 +256,28 @@ class Architecture:
             branches=branches,
             obs_clip=obs_clip,
             conv=conv,
+            recurrent=recurrent,
         )
 
 
+def _recurrent(m: Mapping[str, Any], mlp_inputs: int) -> RecurrentSpec | None:
+    """The optional ``recurrent`` field: a core whose output is the MLP's input (``size == layers[0]``), or None."""
+    if "recurrent" not in m:
+        return None
+    core = m["recurrent"]
+    inputs = core.get("inputs") if isinstance(core, Mapping) else None
+    if not (type(inputs) is int and inputs >= 1):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "field 'recurrent.inputs' must be an integer >= 1")
+    spec = RecurrentSpec.from_wire(core, inputs)
+    if spec.size != mlp_inputs:
+        raise ProtocolError(
+            ErrorCode.BAD_FIELD, f"a recurrent core of size {spec.size} feeds the MLP, whose first layer takes {mlp_inputs}"
+        )
+    return spec
+
+
 def _conv(m: Mapping[str, Any], mlp_inputs: int) -> ConvSpec | None:
-    """The optional ``conv`` field: a torso whose output fits the MLP's first layer, or None when absent."""
+    """The optional ``conv`` field: a torso whose output fits what reads it (the MLP or the core), or None when absent."""
     if "conv" not in m:
         return None
     conv = ConvSpec.from_wire(m["conv"])

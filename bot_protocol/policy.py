@@ -32,6 +32,7 @@ from .actions import ActionSpace
 from .errors import ErrorCode, ProtocolError
 from .messages import Architecture, Weights
 from .policy_id import PolicyId
+from .recurrent import RecurrentSpec
 from .tensors import decode_tensors
 
 __all__ = ["MixedAction", "Policy"]
@@ -131,10 +132,13 @@ class Policy:
             raise ProtocolError(ErrorCode.BAD_WEIGHTS, f"explore noise must be a finite number >= 0, got {self.noise}")
         self._layers = _load_layers(arch, tensors)
         self._conv = _load_conv(arch, tensors)
+        shapes = arch.recurrent.tensor_shapes() if arch.recurrent is not None else {}
+        self._rnn = {name: _tensor(tensors, name, shape) for name, shape in shapes.items()}
         self._obs_norm = _load_obs_norm(arch, tensors)
         n_std = 0 if self.deterministic_kind else self._space.continuous
         expected = {f"l{i}.{part}" for i in range(len(self._layers)) for part in ("weight", "bias")}
         expected |= set(arch.conv.tensor_shapes()) if arch.conv is not None else set()
+        expected |= set(shapes)
         expected |= set(OBS_NORM_TENSORS) if self._obs_norm is not None else set()
         extra = set(tensors) - expected - ({"log_std"} if n_std else set())
         if extra:
@@ -197,20 +201,37 @@ class Policy:
             tensors[f"l{i}.bias"] = bias
         for i, (weight, bias) in enumerate(self._conv):
             tensors[f"c{i}.weight"], tensors[f"c{i}.bias"] = weight, bias
+        tensors.update(self._rnn)
         if len(self.log_std) and not self.deterministic_kind:
             tensors["log_std"] = self.log_std
         if self._obs_norm is not None:
             tensors.update(zip(OBS_NORM_TENSORS, (self._obs_norm.mean, self._obs_norm.std), strict=True))
         return Weights.pack(self.generation, self.version, self.arch, tensors, self.explore)
 
-    def mean(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+    @property
+    def recurrent(self) -> RecurrentSpec | None:
+        """The recurrent core, or None for a memoryless actor (which :meth:`act` runs; a recurrent one :meth:`step`)."""
+        return self.arch.recurrent
+
+    @property
+    def state_size(self) -> int:
+        """Entries of one agent's recurrent state (0 for a memoryless actor)."""
+        return self.arch.recurrent.state_size if self.arch.recurrent is not None else 0
+
+    def initial_state(self, n: int) -> NDArray[np.float32]:
+        """Each of ``n`` agents' state at an episode's start: zeros, (n, state_size); (n, 0) without a core."""
+        return np.zeros((n, self.arch.recurrent.state_size if self.arch.recurrent else 0), np.float32)
+
+    def mean(self, obs: NDArray[np.float32], state: NDArray[np.float32] | None = None) -> NDArray[np.float32]:
         """The noise-free action for a batch of observations, shape (n, act_dim).
 
         ``gaussian_mlp``: the Gaussian's mean; ``tanh_mlp``: ``act_limit * tanh(y)``;
         ``mixed_mlp``: the mean of its continuous dims (its discrete modes: :meth:`act` with
-        ``deterministic``).
+        ``deterministic``). ``state``: a recurrent actor's state before this step (required for one).
         """
-        y = self._forward(obs)
+        return self._mean_of(self._forward(obs, state))
+
+    def _mean_of(self, y: NDArray[np.float32]) -> NDArray[np.float32]:
         if self.deterministic_kind:
             y = np.tanh(y, out=y)
             y *= self.limit
@@ -218,24 +239,47 @@ class Policy:
             return y[:, : self._space.continuous]
         return y
 
-    def logits(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+    def logits(self, obs: NDArray[np.float32], state: NDArray[np.float32] | None = None) -> NDArray[np.float32]:
         """A ``mixed_mlp``'s raw logits (n, sum(branches)), branch after branch, before any mask."""
-        return self._forward(obs)[:, self._space.continuous :]
+        return self._forward(obs, state)[:, self._space.continuous :]
 
-    def _forward(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
-        """The MLP's last-layer output ``y`` for a batch (of observations normalized first, when the actor says so)."""
+    def _forward(self, obs: NDArray[np.float32], state: NDArray[np.float32] | None = None) -> NDArray[np.float32]:
+        """The MLP's last-layer output ``y`` for a batch (a recurrent actor's from ``state``, its new state dropped)."""
+        return self._run(obs, state)[0]
+
+    def _run(
+        self, obs: NDArray[np.float32], state: ArrayLike | None
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32] | None]:
+        """``y`` for a batch, and a recurrent actor's new state (None without a core).
+
+        The observations are normalized first and read through the torso when the actor says so.
+        """
         y = np.asarray(obs, dtype=np.float32)
         if self._obs_norm is not None:
             y = self._obs_norm.apply(y)
         if self.arch.conv is not None:
             y = self.arch.conv.forward(y, self._conv, self._activation)
+        new_state = None
+        if self.arch.recurrent is not None:
+            y, new_state = self.arch.recurrent.step(y, self._state_of(state, len(y)), self._rnn)
         last = len(self._layers) - 1
         for i, (weight_t, bias) in enumerate(self._layers):
             y = y @ weight_t
             y += bias  # in place: one array fewer a layer
             if i < last:
                 y = self._activation(y)
-        return y
+        return y, new_state
+
+    def _state_of(self, state: ArrayLike | None, n: int) -> NDArray[np.float32]:
+        """``state`` as a recurrent actor's (n, state_size) float32 array, or ValueError saying what is wrong."""
+        spec = self.arch.recurrent
+        assert spec is not None
+        if state is None:
+            raise ValueError("a recurrent policy needs each agent's state: step(obs, state, ...), initial_state(n) to start")
+        array = np.asarray(state, dtype=np.float32)
+        if array.shape != (n, spec.state_size):
+            raise ValueError(f"recurrent state has shape {list(array.shape)}, expected {[n, spec.state_size]}")
+        return array
 
     def act(
         self,
@@ -260,15 +304,43 @@ class Policy:
             ValueError: a ``mask`` for a policy without discrete branches, or of the wrong shape.
             ProtocolError: ``bad_mask`` for a mask the server would refuse.
         """
+        if self.arch.recurrent is not None:
+            raise ValueError("a recurrent policy acts with step(obs, state, rng, ...), which returns its next state too")
+        return self._act_from(self._forward(obs), rng, deterministic, mask)
+
+    def step(
+        self,
+        obs: NDArray[np.float32],
+        state: ArrayLike,
+        rng: np.random.Generator,
+        deterministic: bool = False,
+        mask: ArrayLike | None = None,
+    ) -> tuple[tuple[NDArray[Any], ...], NDArray[np.float32]]:
+        """:meth:`act` for a recurrent policy: ``(what act returns, each agent's next state)``.
+
+        ``state`` (n, state_size) is each agent's state before this step (:meth:`initial_state` at an
+        episode's start); the bot keeps the next one and sends ``state`` with the row (docs/protocol.md).
+        A memoryless policy takes an (n, 0) state and returns one.
+        """
+        if self.arch.recurrent is None:
+            return self.act(obs, rng, deterministic, mask), np.zeros((len(obs), 0), np.float32)
+        y, new_state = self._run(obs, state)
+        assert new_state is not None
+        return self._act_from(y, rng, deterministic, mask), new_state
+
+    def _act_from(
+        self, y: NDArray[np.float32], rng: np.random.Generator, deterministic: bool, mask: ArrayLike | None
+    ) -> tuple[NDArray[Any], ...]:
+        """:meth:`act` from the MLP's output ``y``."""
         if self.mixed:
-            return self._act_mixed(obs, rng, deterministic, mask)
+            return self._act_mixed(y, rng, deterministic, mask)
         if mask is not None:
             raise ValueError(f"a {self.arch.kind} policy has no discrete branches to mask")
-        mean = self.mean(obs)
+        mean = self._mean_of(y)
         actions = self._sample(mean, rng, deterministic)
         if self.deterministic_kind:
             return actions, np.zeros(len(mean), dtype=np.float32)
-        return actions, self.log_prob(obs, actions, mean)
+        return actions, self._gaussian_log_prob(actions, mean)
 
     def sample(self, obs: NDArray[np.float32], rng: np.random.Generator, deterministic: bool = False) -> NDArray[np.float32]:
         """:meth:`act`'s actions alone (same draws from ``rng``), for opponents that send no transitions.
@@ -277,6 +349,8 @@ class Policy:
         """
         if self.mixed:
             raise ValueError("a mixed_mlp policy picks discrete actions too: use act()")
+        if self.arch.recurrent is not None:
+            raise ValueError("a recurrent policy acts with step(obs, state, rng, ...), which returns its next state too")
         return self._sample(self.mean(obs), rng, deterministic)
 
     def _sample(self, mean: NDArray[np.float32], rng: np.random.Generator, deterministic: bool) -> NDArray[np.float32]:
@@ -299,18 +373,19 @@ class Policy:
         mean: NDArray[np.float32] | None = None,
         dact: ArrayLike | None = None,
         mask: ArrayLike | None = None,
+        state: NDArray[np.float32] | None = None,
     ) -> NDArray[np.float32]:
         """Log-density of ``actions`` under the diagonal Gaussian, summed over action dims.
 
         ``mixed_mlp``: plus, for each branch, the log-prob of ``dact``'s action under the
         categorical that ``mask`` leaves (``-inf`` for a forbidden one); an action outside its
-        branch is ``bad_action``.
+        branch is ``bad_action``. ``state``: a recurrent actor's state before the step.
         """
         if not self.mixed:
-            return self._gaussian_log_prob(actions, self.mean(obs) if mean is None else mean)
+            return self._gaussian_log_prob(actions, self.mean(obs, state) if mean is None else mean)
         if dact is None:
             raise ValueError("a mixed_mlp's log-prob needs dact, the discrete actions taken")
-        y = self._forward(obs)
+        y = self._forward(obs, state)
         cont = self._space.continuous
         logp = self._gaussian_log_prob(actions, y[:, :cont] if mean is None else mean)
         taken = np.asarray(dact, np.int64).reshape(len(y), self._space.n_branches)
@@ -319,7 +394,9 @@ class Policy:
             logp += _picked(categorical.log_softmax(branch), taken[:, b])
         return logp
 
-    def entropy(self, obs: NDArray[np.float32], mask: ArrayLike | None = None) -> NDArray[np.float32]:
+    def entropy(
+        self, obs: NDArray[np.float32], mask: ArrayLike | None = None, state: NDArray[np.float32] | None = None
+    ) -> NDArray[np.float32]:
         """Entropy of the policy's distribution for each row (n,): the Gaussian's plus each masked branch's.
 
         Raises:
@@ -331,7 +408,7 @@ class Policy:
         gaussian = np.float32(self.log_std.sum() + (0.5 + _HALF_LOG_2PI) * len(self.log_std))
         out = np.full(len(obs), gaussian, np.float32)
         if self.mixed and self._space.branches:
-            for branch in self._branch_logits(self._forward(obs), mask):
+            for branch in self._branch_logits(self._forward(obs, state), mask):
                 out += categorical.entropy(categorical.log_softmax(branch))
         return out
 
@@ -341,10 +418,9 @@ class Policy:
         return logp
 
     def _act_mixed(
-        self, obs: NDArray[np.float32], rng: np.random.Generator, deterministic: bool, mask: ArrayLike | None
+        self, y: NDArray[np.float32], rng: np.random.Generator, deterministic: bool, mask: ArrayLike | None
     ) -> MixedAction:
-        """:meth:`act` for a ``mixed_mlp``: the Gaussian dims as ``gaussian_mlp``, then each branch in order."""
-        y = self._forward(obs)
+        """:meth:`act` for a ``mixed_mlp`` from its output ``y``: the Gaussian dims as ``gaussian_mlp``, then each branch."""
         mean = y[:, : self._space.continuous]
         actions = self._sample(mean, rng, deterministic)
         logp = self._gaussian_log_prob(actions, mean)

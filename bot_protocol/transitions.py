@@ -87,6 +87,8 @@ class TransitionBatch(Message):
     score: NDArray[np.float32] | None = None
     dact: NDArray[np.uint32] | None = None
     mask: NDArray[np.uint8] | None = None
+    state: NDArray[np.float32] | None = None
+    """(n, state_size): a recurrent policy's state before each row's step (the one it acted from); None: memoryless."""
 
     @property
     def n(self) -> int:
@@ -100,7 +102,10 @@ class TransitionBatch(Message):
     @property
     def nbytes(self) -> int:
         """Bytes of array payload (what the server's queue accounts)."""
-        arrays = (self.agent, self.episode, self.obs, self.act, self.logp, self.flags, self.rew, self.terms, self.next_obs)
+        arrays = (
+            self.agent, self.episode, self.obs, self.act, self.logp, self.flags, self.rew, self.terms, self.next_obs,
+            self.state,
+        )  # fmt: skip
         total = sum(a.nbytes for a in arrays if a is not None)
         if self.dact is not None:  # a bot's batch with branches (a checked one holds them packed in act)
             total += self.dact.nbytes + (0 if self.mask is None else self.mask.nbytes)
@@ -131,6 +136,8 @@ class TransitionBatch(Message):
             wire["next_obs"] = f32_bytes(self.next_obs)
         if self.score is not None and len(self.score):
             wire["score"] = f32_bytes(self.score)
+        if self.state is not None:
+            wire["state"] = f32_bytes(self.state)
         return wire
 
     @classmethod
@@ -183,9 +190,9 @@ class TransitionHeader:
         every frame, so its cost is a visible share of the loop's. Anything it does not fully
         recognise, valid or not, goes through :meth:`_from_wire_checked`, the reference
         that names the exact error; a property test holds the two to the same answers.
-        A session with discrete branches always takes the reference reader.
+        A session with discrete branches or a recurrent state always takes the reference reader.
         """
-        if spec.branches:
+        if spec.branches or spec.state_size:
             return cls._from_wire_checked(m, spec)
         get = m.get
         n, agent, raw_flags, episode = get("n"), get("agent"), get("flags"), get("episode")
@@ -219,6 +226,7 @@ class TransitionHeader:
             and ("score" not in m and "terms" not in m if scalar else "rew" not in m)
             and "dact" not in m
             and "mask" not in m
+            and "state" not in m
         ):
             columns = {"obs": obs, "act": act, "logp": logp, "rew" if scalar else "terms": value}
             if raw_flags.count(0) == n:  # no episode ends: nothing else may be sent
@@ -274,6 +282,10 @@ class TransitionHeader:
                 rows["score"] = n_ended
         if n_truncated or "next_obs" in m:
             rows["next_obs"] = n_truncated
+        if spec.state_size:
+            rows["state"] = n
+        elif "state" in m:
+            raise ProtocolError(ErrorCode.BAD_FIELD, "field 'state' is sent only by bots whose hello declares 'state_size'")
         columns: dict[str, bytes] = {}
         discrete: dict[str, bytes] = {}
         for key, count in rows.items():
@@ -326,17 +338,20 @@ def _sized(m: Mapping[str, Any], key: str, shape: list[int], dtype: np.dtype[Any
     return raw
 
 
-_WIDE = ("obs", "act", "terms", "next_obs")
-_COLUMN_ORDER = ("obs", "act", "logp", "rew", "terms", "score", "next_obs")
+_WIDE = ("obs", "act", "terms", "next_obs", "state")
+_COLUMN_ORDER = ("obs", "act", "logp", "rew", "terms", "score", "next_obs", "state")
 
 
 @functools.lru_cache(maxsize=64)
-def _widths_of(obs_dim: int, act_dim: int) -> dict[str, int]:
-    return {"obs": obs_dim, "act": act_dim, "logp": 1, "rew": 1, "terms": N_REWARD_TERMS, "score": 1, "next_obs": obs_dim}
+def _widths_of(obs_dim: int, act_dim: int, state_size: int) -> dict[str, int]:
+    return {
+        "obs": obs_dim, "act": act_dim, "logp": 1, "rew": 1, "terms": N_REWARD_TERMS, "score": 1, "next_obs": obs_dim,
+        "state": state_size,
+    }  # fmt: skip
 
 
 def _widths(spec: SessionSpec) -> dict[str, int]:
-    return _widths_of(spec.obs_dim, spec.act_dim)
+    return _widths_of(spec.obs_dim, spec.act_dim, spec.state_size)
 
 
 def assemble_batches(headers: list[TransitionHeader], spec: SessionSpec, explain: bool) -> TransitionBatch | None:
@@ -406,7 +421,7 @@ def _assemble_floats(headers: list[TransitionHeader], spec: SessionSpec, explain
     # A frozen dataclass sets each field through object.__setattr__, a per-frame cost on the
     # event loop; the values are all checked above, so fill the instance directly.
     # Defaults (None) cover the columns this reward mode lacks.
-    fields: dict[str, Any] = {"rew": None, "terms": None, "score": None}
+    fields: dict[str, Any] = {"rew": None, "terms": None, "score": None, "state": None}
     fields.update(columns)
     batch = object.__new__(TransitionBatch)
     batch.__dict__.update(

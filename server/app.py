@@ -118,10 +118,13 @@ class TrainingServer:
         self.actions = architecture.actions
         """The run's action space: what a ``hello`` must declare (continuous dims and discrete branches)."""
         self.obs_dim, self.act_dim = architecture.obs_dim, self.actions.continuous
-        self.rules = BotRules.from_config(cfg, self.obs_dim, self.actions, reward_terms=reward is not None)
+        state_size = architecture.recurrent.state_size if architecture.recurrent is not None else 0
+        self.rules = BotRules.from_config(
+            cfg, self.obs_dim, self.actions, reward_terms=reward is not None, state_size=state_size
+        )
         """What every bot connection is held to (its limits are announced in ``welcome``)."""
         self.limits = self.rules.limits
-        bounds = queue_bounds(cfg, agent, self.obs_dim, self.actions.packed_width)
+        bounds = queue_bounds(cfg, agent, self.obs_dim, self.actions.packed_width + state_size)
         self.queue = TransitionQueue(bounds.max_bytes, on_dropped=self._count_queue_drop, credit_steps=bounds.credit_steps)
         hooks = TrainerHooks(
             publish=self._publish_threadsafe,

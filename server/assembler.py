@@ -31,7 +31,8 @@ __all__ = ["SegmentAssembler", "SegmentBuilder"]
 
 @dataclass(frozen=True)
 class _Layout:
-    """Columns of the packed float32 rows: obs | act | logp | rew (scalar mode) or terms (terms mode).
+    """Columns of the packed float32 rows: obs | act | logp | rew (scalar mode) or terms (terms mode) | state
+    (a recurrent actor's rows only).
 
     One matrix instead of four arrays: a piece is one slice and a segment spanning drains is
     one ``np.concatenate``, where four columns would cost four numpy calls.
@@ -42,10 +43,16 @@ class _Layout:
     terms: bool
     n_terms: int
     """Width of the terms columns in terms mode: the reward function's ``n_terms`` (unused in scalar mode)."""
+    state_size: int = 0
+
+    @property
+    def values_end(self) -> int:
+        """Where the reward columns end (and a recurrent actor's state begins)."""
+        return self.obs_dim + self.act_dim + 1 + (self.n_terms if self.terms else 1)
 
     @property
     def width(self) -> int:
-        return self.obs_dim + self.act_dim + 1 + (self.n_terms if self.terms else 1)
+        return self.values_end + self.state_size
 
     def obs(self, rows: NDArray[np.float32]) -> NDArray[np.float32]:
         return rows[..., : self.obs_dim]
@@ -56,13 +63,17 @@ class _Layout:
         if not self.terms:
             return rows[:, start]
         assert reward is not None, "terms mode needs the run's reward function"
-        return reward.tick_reward(rows[:, start:])
+        return reward.tick_reward(rows[:, start : self.values_end])
 
     def split(self, rows: NDArray[np.float32]) -> tuple[NDArray[np.float32], ...]:
         """obs, act, logp, values: views of a (T, width) block."""
         d, a = self.obs_dim, self.act_dim
-        values = rows[:, d + a + 1 :] if self.terms else rows[:, d + a + 1]
+        values = rows[:, d + a + 1 : self.values_end] if self.terms else rows[:, d + a + 1]
         return rows[:, :d], rows[:, d : d + a], rows[:, d + a], values
+
+    def state(self, rows: NDArray[np.float32]) -> NDArray[np.float32] | None:
+        """A recurrent actor's states of a (T, width) block (a view), or None for memoryless rows."""
+        return rows[:, self.values_end :] if self.state_size else None
 
 
 class _Open:
@@ -163,7 +174,8 @@ class SegmentAssembler:
             elif current.steps >= self.segment_steps or current.generation != generation:
                 # Cut at the length cap, or where the bot switched to a new generation's weights
                 # (a segment is acted by one generation); the next observation bootstraps the cut.
-                self._close(agent, SegmentEnd.CUT, layout.obs(rows[start]), None, closed)
+                next_state = layout.state(rows[start : start + 1])  # a recurrent actor's: the next row's own
+                self._close(agent, SegmentEnd.CUT, layout.obs(rows[start]), None, closed, next_state)
                 continue
             take = min(stop, start + self.segment_steps - current.steps)
             current.chunks.append(rows[start:take])
@@ -177,14 +189,16 @@ class SegmentAssembler:
             start = take
 
     def _close(
-        self, agent: int, end: SegmentEnd, next_obs: NDArray[np.float32] | None, score: float | None, closed: list[Segment]
-    ) -> None:
+        self, agent: int, end: SegmentEnd, next_obs: NDArray[np.float32] | None, score: float | None, closed: list[Segment],
+        next_state: NDArray[np.float32] | None = None,
+    ) -> None:  # fmt: skip
         current = self._open.get(agent)
         if current is None or current.steps == 0:
             return
         # One drain's piece is a view (no copy); pieces of several drains are copied together.
         rows = current.chunks[0] if len(current.chunks) == 1 else np.concatenate(current.chunks)
-        obs, act, logp, values = current.layout.split(rows)
+        current_layout = current.layout
+        obs, act, logp, values = current_layout.split(rows)
         reward_sum = float(current.reward_sum[0])
         generation, version = current.generation, current.version
         current.clear()
@@ -211,6 +225,8 @@ class SegmentAssembler:
                 score=score,
                 reward_sum=reward_sum,
                 reward_fn=self.reward,
+                state=current_layout.state(rows),
+                next_state=None if next_state is None else next_state[0],
             )
         )
 
@@ -291,7 +307,8 @@ def _pack(runs: Sequence[_Run], batches: list[TransitionBatch], scratch: _Scratc
     assert all(run.assembler.terms == terms for run in runs), "one pass takes one reward mode"
     assert all(run.assembler.reward is reward for run in runs), "one pass takes one reward function"
     first = batches[0]
-    layout = _Layout(first.obs.shape[1], first.act.shape[1], terms, reward.n_terms if reward is not None else 0)
+    state_size = 0 if first.state is None else first.state.shape[1]
+    layout = _Layout(first.obs.shape[1], first.act.shape[1], terms, reward.n_terms if reward is not None else 0, state_size)
     n = sum(batch.n for batch in batches)
     packed = scratch.get(layout, n)
     d, a = layout.obs_dim, layout.act_dim
@@ -299,13 +316,18 @@ def _pack(runs: Sequence[_Run], batches: list[TransitionBatch], scratch: _Scratc
         packed[:, :d] = first.obs
         packed[:, d : d + a] = first.act
         packed[:, d + a] = first.logp
-        packed[:, d + a + 1 :] = (first.terms if terms else first.rew).reshape(n, -1)  # type: ignore[union-attr]
+        values_one = first.terms if terms else first.rew
+        packed[:, d + a + 1 : layout.values_end] = values_one.reshape(n, -1)  # type: ignore[union-attr]
+        if state_size:
+            packed[:, layout.values_end :] = first.state
         return _Drain(layout, reward, packed, first.agent, first.episode, first.flags, first.next_obs, first.score)
     np.concatenate([b.obs for b in batches], out=packed[:, :d])
     np.concatenate([b.act for b in batches], out=packed[:, d : d + a])
     np.concatenate([b.logp for b in batches], out=packed[:, d + a])
     values = [(b.terms if terms else b.rew).reshape(b.n, -1) for b in batches]  # type: ignore[union-attr]
-    np.concatenate(values, out=packed[:, d + a + 1 :])
+    np.concatenate(values, out=packed[:, d + a + 1 : layout.values_end])
+    if state_size:
+        np.concatenate([b.state for b in batches], out=packed[:, layout.values_end :])  # type: ignore[misc]
     return _Drain(
         layout,
         reward,

@@ -91,6 +91,8 @@ class BotRules:
     """Whether the run has a reward function for ``terms`` mode (the game's, given to the server);
     without one a ``hello`` with ``reward: "terms"`` is refused with ``bad_hello``: its rows could
     not be turned into rewards (docs/protocol.md §3.7.4)."""
+    state_size: int = 0
+    """The recurrent state every row carries (the run's actor's core, told to bots in ``welcome``'s weights)."""
 
     def __post_init__(self) -> None:
         problems = [
@@ -104,7 +106,9 @@ class BotRules:
             raise ValueError("invalid BotRules: " + "; ".join(problems))
 
     @classmethod
-    def from_config(cls, config: ServerConfig, obs_dim: int, actions: ActionSpace, *, reward_terms: bool) -> BotRules:
+    def from_config(
+        cls, config: ServerConfig, obs_dim: int, actions: ActionSpace, *, reward_terms: bool, state_size: int = 0
+    ) -> BotRules:
         return cls(
             obs_dim=obs_dim,
             actions=actions,
@@ -114,6 +118,7 @@ class BotRules:
             error_window=config.error_window,
             max_undecodable=config.max_undecodable,
             reward_terms=reward_terms,
+            state_size=state_size,
         )
 
 
@@ -216,8 +221,9 @@ class BotConnection:
             return Decision(replies=(error,), close=Close(CloseCode.POLICY_VIOLATION, _close_reason(exc.message)))
         bot_id = f"{hello.name[:40]}-{next(self._bot_numbers)}"  # stays within the 64-character id limit
         spec = SessionSpec(
-            rules.obs_dim, rules.actions.continuous, hello.n_agents, hello.reward, rules.limits, rules.actions.branches
-        )
+            rules.obs_dim, rules.actions.continuous, hello.n_agents, hello.reward, rules.limits, rules.actions.branches,
+            rules.state_size,
+        )  # fmt: skip
         session = BotSession(bot_id, uuid.uuid4().hex[:16], hello, spec, current.identity, self._logger)
         self._session = session
         welcome = Welcome(

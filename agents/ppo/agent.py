@@ -33,6 +33,7 @@ from ..normalization import ObsNormalizer, RunningMeanStd
 from .batch import pack
 from .config import PPOConfig
 from .fused import actor_critic_pass
+from .sequences import chunk_layout
 from .stats import TERMS, Totals
 from .steps import GraphStep, Step, StepKind, StepParts, choose_step
 
@@ -52,6 +53,8 @@ class _Rollout(NamedTuple):
     rewards: NDArray[np.float32]
     advantage_guard: str
     segments: int
+    lengths: NDArray[np.int64]
+    """Each segment's row count, in the rows' order (a recurrent actor's chunks are cut from them)."""
 
 
 def _module_pass(actor: Actor, critic: Critic, obs: Tensor, cfg: PPOConfig) -> tuple[Tensor | None, Tensor]:
@@ -76,6 +79,7 @@ def new_actor(config: PPOConfig) -> Actor:
             config.activation,
             LogStdRange(config.log_std_init, config.log_std_min, config.log_std_max),
             config.conv_shape,
+            config.core,
         )
     return GaussianActor(
         config.obs_dim,
@@ -84,7 +88,12 @@ def new_actor(config: PPOConfig) -> Actor:
         config.activation,
         LogStdRange(config.log_std_init, config.log_std_min, config.log_std_max),
         config.conv_shape,
+        config.core,
     )
+
+
+def _core_name(core: tuple[str, int] | None) -> str:
+    return "none (memoryless)" if core is None else f"{core[0]} of {core[1]} units"
 
 
 class PPOAgent:
@@ -100,12 +109,15 @@ class PPOAgent:
         self.generator = torch.Generator().manual_seed(config.seed)  # CPU generator: shuffles are device-independent
         torch.manual_seed(config.seed)
         self.actor: Actor = new_actor(config).to(self.device)
-        self.critic = Critic(config.obs_dim, config.hidden, config.activation, config.conv_shape).to(self.device)
+        # A recurrent run's critic reads the observation and the state the bot acted from (its memory), no core of its own.
+        critic_in = config.obs_dim + config.state_size
+        self.critic = Critic(critic_in, config.hidden, config.activation, config.conv_shape).to(self.device)
         self.obs_norm = ObsNormalizer(config.obs_dim, config.obs_norm_clip, self.device) if config.obs_norm else None
         """The running observation statistics both networks' inputs are scaled by (``obs_norm``), else None."""
         self.progress = 0.0
         """The share of the run's budget spent, in [0, 1] (:meth:`set_progress`); it sets the learning rate."""
-        self._evaluate = _fused_pass if config.fused and not (config.branches or config.conv) else _module_pass
+        plain = not (config.branches or config.conv or config.recurrent)
+        self._evaluate = _fused_pass if config.fused and plain else _module_pass
         self.gradient_sync: GradientSync | None = None
         """Set by :meth:`distribute`: averages each step's gradients over the learner ranks."""
         self.totals = Totals(self.device)
@@ -247,23 +259,36 @@ class PPOAgent:
         if cfg.final_lr_fraction != 1.0:
             self._apply_learning_rate()
         # epochs of shuffled minibatches, one step each; the steps sum their statistics on the device
-        n = len(rollout.rows)
         self.totals.zero_()
-        for _epoch in range(cfg.epochs):
-            order = torch.randperm(n, generator=self.generator).to(self.device)
-            for start in range(0, n, cfg.minibatch_size):
-                self.step(rollout.rows, order[start : start + cfg.minibatch_size])
+        if cfg.recurrent:
+            self._chunk_epochs(rollout)
+        else:
+            n = len(rollout.rows)
+            for _epoch in range(cfg.epochs):
+                order = torch.randperm(n, generator=self.generator).to(self.device)
+                for start in range(0, n, cfg.minibatch_size):
+                    self.step(rollout.rows, order[start : start + cfg.minibatch_size])
         if self.obs_norm is not None:
             self.obs_norm.update(rollout.obs)
         self.updates += 1
         return self._metrics(rollout, self.totals.read())
+
+    def _chunk_epochs(self, rollout: _Rollout) -> None:
+        """A recurrent actor's epochs: shuffled minibatches of ``minibatch_size // sequence_length`` whole chunks."""
+        cfg = self.config
+        chunks = chunk_layout(rollout.lengths, cfg.sequence_length).to(self.device)
+        per_step = max(1, cfg.minibatch_size // cfg.sequence_length)
+        for _epoch in range(cfg.epochs):
+            order = torch.randperm(len(chunks), generator=self.generator).to(self.device)
+            for start in range(0, len(chunks), per_step):
+                self.step(rollout.rows, chunks.index_select(0, order[start : start + per_step]))
 
     def _prepare(self, segments: list[Segment]) -> _Rollout:
         """The rollout's rows with their advantages and returns: values, GAE per segment, normalization, anchor."""
         cfg, dev = self.config, self.device
         # Rebuild tensors on this (the trainer) thread from the plain arrays.
         raw_obs = np.concatenate([s.obs for s in segments])
-        obs = self._normalized(torch.from_numpy(raw_obs).to(dev))
+        obs = self._with_state(self._normalized(torch.from_numpy(raw_obs).to(dev)), segments)
         actions = torch.from_numpy(np.concatenate([s.act for s in segments])).to(dev)
         if actions.shape[1] != cfg.action_width:
             raise ValueError(f"the rollout's actions are {actions.shape[1]} wide, this agent's {cfg.action_width}")
@@ -282,7 +307,23 @@ class PPOAgent:
             old_logp, adv_t = self._anchor_at_current_policy(mean, actions, old_logp, adv_t)
         # One matrix, so a minibatch is one gather, not five.
         rows = pack(obs, actions, old_logp, adv_t, ret_t)
-        return _Rollout(rows, raw_obs, values, returns, rewards, adv_branch, len(segments))
+        return _Rollout(rows, raw_obs, values, returns, rewards, adv_branch, len(segments), lengths)
+
+    def _with_state(self, obs: Tensor, segments: list[Segment]) -> Tensor:
+        """A recurrent actor's rows: each observation, then the state its bot acted from (``obs`` itself without a core).
+
+        Raises:
+            ValueError: a segment without states, or with states of another size, for a recurrent actor.
+        """
+        size = self.config.state_size
+        if size == 0:
+            return obs
+        for s in segments:
+            if s.state is None or s.state.shape != (s.steps, size):
+                found = "none" if s.state is None else f"shape {list(s.state.shape)}"
+                raise ValueError(f"a recurrent actor needs each row's state ({size} entries); a segment has {found}")
+        state = torch.from_numpy(np.concatenate([s.state for s in segments])).to(obs.device)  # type: ignore[misc]
+        return torch.cat([obs, state], dim=1)
 
     def _normalized(self, obs: Tensor) -> Tensor:
         """``obs`` as both networks see it: normalized with ``obs_norm``, else as it is (the same tensor)."""
@@ -303,8 +344,25 @@ class PPOAgent:
             if boot_rows:
                 boot_obs = np.stack([segments[i].next_obs for i in boot_rows])  # type: ignore[misc]
                 boot_t = self._normalized(torch.from_numpy(boot_obs).to(self.device))
+                if self.config.state_size:
+                    boot_t = torch.cat([boot_t, self._next_states(segments, boot_rows, obs)], dim=1)
                 last_values[boot_rows] = self.critic(boot_t).cpu().numpy()
         return mean, values, last_values
+
+    def _next_states(self, segments: list[Segment], which: list[int], rows: Tensor) -> Tensor:
+        """The state after the last step of each segment in ``which``: the one it carries, else one step of the core.
+
+        ``rows`` are the rollout's (observation, state) rows, the segments' one after another. Under ``no_grad``.
+        """
+        ends = np.cumsum([s.steps for s in segments]) - 1
+        body = self.actor.body
+        assert body.core is not None
+        last = rows[torch.from_numpy(ends[which]).to(rows.device)]
+        stepped = body.core.step(body.features(last[:, : body.obs_dim]), last[:, body.obs_dim :])[1]
+        carried = [(k, s.next_state) for k, s in enumerate(segments[i] for i in which) if s.next_state is not None]
+        for k, state in carried:
+            stepped[k] = torch.from_numpy(state).to(rows.device)
+        return stepped
 
     def _metrics(self, rollout: _Rollout, sums: dict[str, float]) -> dict[str, float]:
         """The update's metrics: each term and the gradient norm averaged over the steps taken, and the rest."""
@@ -401,6 +459,11 @@ class PPOAgent:
         branches = tuple(state.get("config", {}).get("branches", ()))
         if branches != self.config.branches:  # another kind of actor: say so, not just that shapes differ
             raise ValueError(f"checkpoint's actor has discrete branches {branches}, this run's {self.config.branches}")
+        saved = state.get("config", {})
+        core = (saved.get("recurrent", ""), saved.get("recurrent_size", 64)) if saved.get("recurrent") else None
+        if core != self.config.core:
+            ours = _core_name(self.config.core)
+            raise ValueError(f"checkpoint's actor has recurrent core {_core_name(core)}, this run's {ours}")
         for key, module in (("actor", self.actor), ("critic", self.critic)):
             check_same_shapes(key, module.state_dict(), state.get(key))
         obs_stats = self._checkpoint_obs_stats(state)

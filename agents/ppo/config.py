@@ -109,6 +109,16 @@ class PPOConfig:
     image: tuple[int, ...] = ()
     """``conv``'s input: (height, width, channels) of the image the observation starts with, channels last as a
     ``Box`` of that shape flattens (``arena gym`` fills it from the game's observation space)."""
+    recurrent: str = ""
+    """``"gru"`` or ``"lstm"``: a recurrent core of ``recurrent_size`` units between the observation (or the conv
+    torso) and the actor's MLP, so a bot that sees part of the world can remember it (:mod:`agents.recurrent`).
+    The bots keep each agent's state and send it with every row; the critic reads the observation and that
+    state; minibatches are chunks of ``sequence_length`` consecutive rows, backpropagated through. Empty (the
+    default): a memoryless actor."""
+    recurrent_size: int = 64
+    sequence_length: int = 16
+    """Rows per chunk of backpropagation through time (a recurrent actor's minibatches are ``minibatch_size //
+    sequence_length`` chunks; a segment's last chunk may be shorter and is padded, the padding weighing nothing)."""
     seed: int = 0
     device: str = "cpu"
 
@@ -123,6 +133,12 @@ class PPOConfig:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
         problems += self._action_problems()
         problems += self._conv_problems()
+        if self.recurrent not in ("", "gru", "lstm"):
+            problems.append(f"recurrent must be gru, lstm or empty (memoryless), got {self.recurrent!r}")
+        if not 1 <= self.recurrent_size <= 4096:
+            problems.append(f"recurrent_size must be 1..4096, got {self.recurrent_size}")
+        if not self.sequence_length >= 1:
+            problems.append(f"sequence_length must be >= 1, got {self.sequence_length}")
         if not self.hidden or not all(h >= 1 for h in self.hidden):
             problems.append(f"hidden must list positive widths, got {self.hidden}")
         if self.advantage_norm not in ("rollout", "minibatch"):
@@ -202,6 +218,18 @@ class PPOConfig:
         h, w, c = self.image
         layers = tuple((self.conv[i], self.conv[i + 1], self.conv[i + 2]) for i in range(0, len(self.conv), 3))
         return (h, w, c), layers
+
+    @property
+    def core(self) -> tuple[str, int] | None:
+        """The recurrent core as the networks take it: (cell, size), or None for a memoryless actor."""
+        return (self.recurrent, self.recurrent_size) if self.recurrent else None
+
+    @property
+    def state_size(self) -> int:
+        """Entries of one agent's recurrent state (each row carries them after its observation); 0 without a core."""
+        if not self.recurrent:
+            return 0
+        return self.recurrent_size * (2 if self.recurrent == "lstm" else 1)
 
     @property
     def action_width(self) -> int:

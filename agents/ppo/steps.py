@@ -32,6 +32,7 @@ from .config import PPOConfig
 from .gradients import WrittenOutGradients, make_gradients
 from .guard_kernel import guard_and_clip
 from .guards import GuardLimits, clamp_log_std_where, guard_gradients
+from .sequences import SequenceStep
 from .stats import Totals
 
 __all__ = [
@@ -71,7 +72,8 @@ class StepParts:
         return GuardLimits(cfg.log_std_min, cfg.max_grad_norm, cfg.skip_grad_norm, cfg.clip_per_network)
 
     def minibatch(self, rows: Tensor) -> Minibatch:
-        return Minibatch.of(rows, self.config.obs_dim, self.config.action_width)
+        """The columns of packed rows; a recurrent actor's observation columns carry its state after the observation."""
+        return Minibatch.of(rows, self.config.obs_dim + self.config.state_size, self.config.action_width)
 
 
 class Step(Protocol):
@@ -89,13 +91,18 @@ StepKind = Callable[[StepParts], Step]
 
 
 def choose_step(config: PPOConfig, sync: GradientSync | None = None) -> StepKind:
-    """The path for ``config``'s device: several ranks, a CUDA graph, the CPU's written-out step, or the reference.
+    """The path for ``config``'s device: several ranks, a CUDA graph, the CPU's written-out step, or the reference;
+    a recurrent actor's chunks take :class:`agents.ppo.sequences.SequenceStep` on every device.
 
     Discrete branches and a conv torso take the reference (or the ranks' step over the reference gradients) on
     every device: the written-out and graph steps hold the Gaussian MLP's maths by hand, and the masked
     categoricals and convolutions only autograd's.
     """
     device = torch.device(config.device).type
+    if config.recurrent:
+        if sync is not None:
+            raise ValueError("a recurrent actor trains on one learner rank: its chunks are not split across ranks")
+        return SequenceStep
     if sync is not None:
         return MultiRankStep
     if config.branches or config.conv:

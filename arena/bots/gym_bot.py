@@ -401,6 +401,8 @@ class GymBot:
             active = ~self._skip
             self._obs = self._flat(next_obs)
             self._record(obs, taken, reward, terminated, truncated, self._obs, active)
+            if not active.all():  # a recurrent policy stepped on the reset step: the new episode starts from zeros
+                self.bot.reset_states(np.flatnonzero(~active))
             self._skip = terminated | truncated
         else:  # DISABLED: reset the ended ones ourselves
             final = self._flat(next_obs)
@@ -522,11 +524,12 @@ def evaluate(
         obs, info = one.reset(seed=seed)
         for _ in range(episodes):
             total, done = 0.0, False
+            state = policy.initial_state(1) if isinstance(policy, Policy) else np.zeros((1, 0), np.float32)  # its memory
             while not done:
                 row = observations.rows(obs, 1, False)
                 mask = action_masks(one, info, 1, space.n_logits, False) if space.branches else None
                 if isinstance(policy, Policy):
-                    chosen = policy.act(row, _NO_RNG, deterministic=True, mask=mask)
+                    chosen, state = policy.step(row, state, _NO_RNG, deterministic=True, mask=mask)
                     actions, dact = chosen[0], (chosen[2] if space.branches else np.zeros((1, 0), np.int64))
                 else:
                     actions, dact = np.asarray(policy(row), dtype=np.float32).reshape(1, -1), np.zeros((1, 0), np.int64)

@@ -45,6 +45,8 @@ def run_turns(plan: GymPlan) -> int:
     space = seats.actions.actions
     agents = plan.n_envs * len(seats.names)
     options = plan.options_for(agents, obs_norm=False, image=seats.observations.image)
+    if options.get("recurrent"):
+        raise ValueError("--agent-option recurrent: turn-based games train memoryless policies for now")
     agent = make_agent(plan.agent, seats.observations.obs_dim, 0, seed=plan.seed, branches=space.branches, **options)
     plan.out.mkdir(parents=True, exist_ok=True)
     checkpoints = TrainerConfig(checkpoint_dir=plan.out / "checkpoints")

@@ -8,6 +8,8 @@ algorithm, a run directory or a ``.weights`` file all give the same graph, and t
 what :class:`bot_protocol.Policy` computes (tested to float32 tolerance with onnxruntime).
 
 The model (opset :data:`OPSET`, one dynamic batch axis): input ``obs`` float32 (batch, obs_dim);
+a recurrent actor (``arch.recurrent``) also takes ``state`` float32 (batch, state_size), each agent's
+state before the step, and outputs ``state_out`` after the others, the state to feed next;
 outputs ``mean`` and ``log_std`` for ``gaussian_mlp`` (PPO), ``action`` for ``tanh_mlp`` (DDPG,
 TD3). A ``mixed_mlp`` (PPO with discrete branches) also takes ``mask`` float32 (batch,
 sum(branches)), 1 where an action is legal, and outputs ``mean``/``log_std`` for its continuous
@@ -56,7 +58,7 @@ class _Actor(nn.Module):
     def __init__(self, weights: Weights) -> None:
         super().__init__()
         arch = weights.arch
-        self.net = _mlp(weights)
+        self.net = _Net(weights)
         self.gaussian = arch.kind == "gaussian_mlp"
         if self.gaussian:
             # Not named "log_std": that is the output's name, and an ONNX graph names each value once.
@@ -64,12 +66,14 @@ class _Actor(nn.Module):
         else:
             self.act_limit = float(arch.act_limit)
 
-    def forward(self, obs: Tensor) -> Tensor | tuple[Tensor, Tensor]:
-        y: Tensor = self.net(obs)
+    def forward(self, obs: Tensor, state: Tensor | None = None) -> Tensor | tuple[Tensor, ...]:
+        y, state_out = self.net(obs, state)
+        after = () if state_out is None else (state_out,)
         if self.gaussian:
             log_std = self.get_buffer("clamped_log_std")
-            return y, log_std.expand_as(y)
-        return self.act_limit * torch.tanh(y)
+            return (y, log_std.expand_as(y), *after)
+        action = self.act_limit * torch.tanh(y)
+        return (action, *after) if after else action
 
 
 class _MixedActor(nn.Module):
@@ -84,11 +88,11 @@ class _MixedActor(nn.Module):
         super().__init__()
         space = weights.arch.actions
         self.continuous, self.branches = space.continuous, space.branches
-        self.net = _mlp(weights)
+        self.net = _Net(weights)
         self.register_buffer("clamped_log_std", _clamped_log_std(weights))
 
-    def forward(self, obs: Tensor, mask: Tensor | None = None) -> tuple[Tensor, ...]:
-        y: Tensor = self.net(obs)
+    def forward(self, obs: Tensor, mask: Tensor | None = None, state: Tensor | None = None) -> tuple[Tensor, ...]:
+        y, state_out = self.net(obs, state)
         outputs: tuple[Tensor, ...] = ()
         if self.continuous:
             mean = y[:, : self.continuous]
@@ -98,20 +102,74 @@ class _MixedActor(nn.Module):
             logits = torch.where(mask > 0.5, y[:, self.continuous :], MASKED_LOGIT)
             modes = [part.argmax(dim=1, keepdim=True) for part in logits.split(self.branches, dim=1)]
             outputs += (logits, torch.cat(modes, dim=1))
-        return outputs
+        return outputs if state_out is None else (*outputs, state_out)
 
 
-def _mlp(weights: Weights) -> nn.Sequential:
-    """The weights' MLP as torch layers, the activation between layers and none after the last."""
+class _Net(nn.Module):
+    """The observation scaling and torso, a recurrent core when there is one, then the MLP: ``(y, next state or None)``."""
+
+    def __init__(self, weights: Weights) -> None:
+        super().__init__()
+        self.pre, self.mlp = _mlp(weights)
+        spec = weights.arch.recurrent
+        self.core: _Core | None = None if spec is None else _Core(weights)
+
+    def forward(self, obs: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        x = self.pre(obs)
+        state_out = None
+        if self.core is not None:
+            assert state is not None
+            x, state_out = self.core(x, state)
+        return self.mlp(x), state_out
+
+
+class _Core(nn.Module):
+    """The ``recurrent`` core (docs/protocol.md §4.7), one step written as its equations: ``(h, next state)``.
+
+    Plain matrix products, sigmoids and tanhs rather than torch's ``nn.GRU``: one step needs no loop,
+    and every ONNX runtime runs these operators (an engine may lack the fused RNN ones).
+    """
+
+    def __init__(self, weights: Weights) -> None:
+        super().__init__()
+        spec = weights.arch.recurrent
+        assert spec is not None
+        tensors = decode_tensors(weights.tensors)
+        self.lstm, self.size = spec.cell == "lstm", spec.size
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            self.register_buffer(name, torch.from_numpy(np.array(tensors[f"rnn.{name}"], np.float32)))
+
+    def forward(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
+        size = self.size
+        h = state[:, :size]
+        gi = x @ self.get_buffer("weight_ih").T + self.get_buffer("bias_ih")
+        gh = h @ self.get_buffer("weight_hh").T + self.get_buffer("bias_hh")
+        if not self.lstm:
+            reset = torch.sigmoid(gi[:, :size] + gh[:, :size])
+            update = torch.sigmoid(gi[:, size : 2 * size] + gh[:, size : 2 * size])
+            new = torch.tanh(gi[:, 2 * size :] + reset * gh[:, 2 * size :])
+            h_next = (1.0 - update) * new + update * h
+            return h_next, h_next
+        gates = gi + gh
+        i, f = torch.sigmoid(gates[:, :size]), torch.sigmoid(gates[:, size : 2 * size])
+        g, o = torch.tanh(gates[:, 2 * size : 3 * size]), torch.sigmoid(gates[:, 3 * size :])
+        c_next = f * state[:, size:] + i * g
+        h_next = o * torch.tanh(c_next)
+        return h_next, torch.cat([h_next, c_next], dim=1)
+
+
+def _mlp(weights: Weights) -> tuple[nn.Sequential, nn.Sequential]:
+    """(the observation scaling and conv torso, the MLP) as torch layers: the activation between layers, none after."""
     arch = weights.arch
     if arch.kind not in ("gaussian_mlp", "tanh_mlp", "mixed_mlp"):
         raise ValueError(f"cannot export architecture kind {arch.kind!r} to ONNX")
     if arch.activation not in _ACTIVATIONS:
         raise ValueError(f"cannot export activation {arch.activation!r} to ONNX")
     tensors = decode_tensors(weights.tensors)
-    layers: list[nn.Module] = [] if arch.obs_clip is None else [_Normalize(tensors, arch.obs_clip)]
+    pre: list[nn.Module] = [] if arch.obs_clip is None else [_Normalize(tensors, arch.obs_clip)]
     if arch.conv is not None:
-        layers.append(_ConvTorso(weights, tensors))
+        pre.append(_ConvTorso(weights, tensors))
+    layers: list[nn.Module] = []
     sizes = list(arch.layers)
     for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         linear = nn.Linear(fan_in, fan_out)
@@ -121,7 +179,7 @@ def _mlp(weights: Weights) -> nn.Sequential:
         layers.append(linear)
         if i < len(sizes) - 2:
             layers.append(_ACTIVATIONS[arch.activation]())
-    return nn.Sequential(*layers)
+    return nn.Sequential(*pre), nn.Sequential(*layers)
 
 
 class _ConvTorso(nn.Module):
@@ -184,6 +242,15 @@ def weights_module(weights: Weights) -> nn.Module:
 def signature(weights: Weights) -> tuple[list[str], list[str]]:
     """The exported model's input and output names, in order: what a game feeds and reads."""
     arch = weights.arch
+    inputs, outputs = _signature(weights)
+    if arch.recurrent is None:
+        return inputs, outputs
+    return [*inputs, "state"], [*outputs, "state_out"]
+
+
+def _signature(weights: Weights) -> tuple[list[str], list[str]]:
+    """:func:`signature` of a memoryless actor (a recurrent one adds ``state`` in and ``state_out`` out)."""
+    arch = weights.arch
     if arch.kind == "tanh_mlp":
         return ["obs"], ["action"]
     if arch.kind != "mixed_mlp":
@@ -220,6 +287,14 @@ def model_metadata(weights: Weights, game: Mapping[str, str] | None = None) -> d
         meta |= _mixed_metadata(weights)
     else:
         meta["arena.outputs"] = _GAUSSIAN_OUTPUTS
+    if arch.recurrent is not None:
+        size = arch.recurrent.state_size
+        meta["arena.state_size"] = str(size)
+        meta["arena.inputs"] += (
+            f"; state: float32 (batch, {size}), each agent's {arch.recurrent.cell} state before this step: zeros at an "
+            "episode's start, then the state_out of its previous step"
+        )
+        meta["arena.outputs"] += f"; state_out: float32 (batch, {size}), the state to feed with the agent's next step"
     meta |= dict(game or {})
     return meta
 
@@ -260,7 +335,8 @@ def export_onnx(weights: Weights, out: Path, game: Mapping[str, str] | None = No
 
     module = weights_module(weights)
     inputs, outputs = signature(weights)
-    examples = _example_inputs(weights)[: len(inputs)]
+    by_name = _example_inputs(weights)
+    examples = tuple(by_name[name] for name in inputs)
     batch = torch.export.Dim("batch", min=1)
     quiet = io.StringIO()
     exporter_log = logging.getLogger("torch.onnx")
@@ -303,29 +379,42 @@ def export_onnx(weights: Weights, out: Path, game: Mapping[str, str] | None = No
     tmp.replace(out)
 
 
-def _example_inputs(weights: Weights) -> tuple[Tensor, Tensor]:
-    """An observation and an all-legal mask, two rows each: what the exporter traces the graph with."""
+def _example_inputs(weights: Weights) -> dict[str, Tensor]:
+    """An observation, an all-legal mask and a zero state, two rows each: what the exporter traces the graph with."""
     arch = weights.arch
     n_logits = arch.actions.n_logits if arch.kind == "mixed_mlp" else 0
-    return torch.zeros((2, arch.obs_dim), dtype=torch.float32), torch.ones((2, n_logits), dtype=torch.float32)
+    state_size = arch.recurrent.state_size if arch.recurrent is not None else 0
+    return {
+        "obs": torch.zeros((2, arch.obs_dim), dtype=torch.float32),
+        "mask": torch.ones((2, n_logits), dtype=torch.float32),
+        "state": torch.zeros((2, state_size), dtype=torch.float32),
+    }
 
 
-def reference_actions(weights: Weights, obs: NDArray[np.float32], mask: NDArray[Any] | None = None) -> dict[str, NDArray[Any]]:
-    """What the ONNX model must output for ``obs`` (and a ``mixed_mlp``'s ``mask``): the numpy ``Policy`` bots use."""
+def reference_actions(
+    weights: Weights, obs: NDArray[np.float32], mask: NDArray[Any] | None = None, state: NDArray[np.float32] | None = None
+) -> dict[str, NDArray[Any]]:
+    """What the ONNX model must output for ``obs`` (and a ``mixed_mlp``'s ``mask``, a recurrent actor's ``state``):
+    the numpy ``Policy`` bots use."""
     from bot_protocol import Policy
 
     policy = Policy.from_weights(weights)
-    mean = policy.mean(obs)
+    after: dict[str, NDArray[Any]] = {}
+    if policy.recurrent is not None:
+        assert state is not None, "a recurrent actor's outputs follow from its state"
+        after["state_out"] = policy.step(obs, state, np.random.default_rng(0), deterministic=True, mask=mask)[1]
+    mean = policy.mean(obs, state)
     if weights.arch.kind == "tanh_mlp":
-        return {"action": mean}
+        return {"action": mean} | after
     log_std = np.broadcast_to(policy.log_std, mean.shape).astype(np.float32)
     assert math.isfinite(float(log_std.sum()))
     gaussian = {"mean": mean, "log_std": log_std} if mean.shape[1] else {}
     if not policy.actions.branches:
-        return gaussian
+        return gaussian | after
     if mask is None:
         mask = np.ones((len(mean), policy.actions.n_logits), np.float32)
     legal = policy.actions.mask_of(mask, len(mean)) != 0
-    logits = np.where(legal, policy.logits(obs), np.float32(MASKED_LOGIT))
-    modes = policy.act(obs, np.random.default_rng(0), deterministic=True, mask=mask)
-    return gaussian | {"logits": logits, "action": modes[2]}
+    logits = np.where(legal, policy.logits(obs, state), np.float32(MASKED_LOGIT))
+    modes = policy.step(obs, state if state is not None else policy.initial_state(len(obs)), np.random.default_rng(0),
+                        deterministic=True, mask=mask)[0]  # fmt: skip
+    return gaussian | {"logits": logits, "action": modes[2]} | after

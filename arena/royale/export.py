@@ -39,6 +39,7 @@ _VENDORED = (
     "messages.py",
     "policy.py",
     "policy_id.py",
+    "recurrent.py",
     "tensors.py",
     "transitions.py",
 )
@@ -69,6 +70,8 @@ def export_royale_bot(source: Path, out: Path, rules: TankRules | None = None, a
             f"a mixed_mlp policy ({weights.arch.actions.describe()}) picks discrete actions, and a Tank Royale "
             f"tank acts in {ACT_DIM} continuous dims: export a continuous-action policy"
         )
+    if weights.arch.recurrent is not None:
+        raise ValueError("a recurrent policy keeps a state the Tank Royale bot does not carry yet: export a memoryless one")
     if weights.arch.obs_dim != OBS_DIM or layers[-1] != ACT_DIM:
         raise ValueError(f"the policy maps {weights.arch.obs_dim} → {layers[-1]}, not the tank arena's {OBS_DIM} → {ACT_DIM}")
     if out.exists():

@@ -137,6 +137,7 @@ def test_match_json_and_export_round_trip(tmp_path, tiny_run, capsys):
         ("train", "--agent-option", "no_such_field=1"),
         ("train", "--agent-option", "clip_epsilon=2"),
         ("train", "--agent", "td3", "--agent-option", "entropy_coef=0"),
+        ("train", "--agent-option", "recurrent=gru"),
         ("train", "--league-option", "exponent=-1"),
         ("train", "--league-option", "snapshot_every"),
         ("train", "--league-option", "no_such_option=1"),

@@ -111,3 +111,41 @@ def test_blocking_client_acts_under_a_mask_and_records_dact_and_mask():
         assert batch.dact.tolist() == dact.tolist() and batch.mask.tolist() == legal.astype(int).tolist()
     finally:
         bot.close()
+
+
+def test_a_recurrent_bot_keeps_states_sends_them_resets_at_ends_and_keeps_them_across_a_hot_swap():
+    """docs/protocol.md §4.7's life of a state, through a real server: rows carry the state acted from, an ended
+    episode starts from zeros, and new weights mid-episode continue from the states as they are."""
+    from agents import make_agent
+    from tests.conftest import running_server
+
+    agent = make_agent("ppo", OBS_DIM, ACT_DIM, rollout_steps=64, minibatch_size=32, hidden=(16,), recurrent="gru",
+                       recurrent_size=5, sequence_length=4)  # fmt: skip
+    with running_server(OBS_DIM, ACT_DIM, agent=agent) as server:
+        bot = BlockingBotClient(ClientConfig(server.url, "memory", OBS_DIM, ACT_DIM, n_agents=2, batch_steps=8), seed=1)
+        bot.connect()
+        try:
+            assert bot.policy.state_size == 5 and bot.states.shape == (2, 5) and not bot.states.any()
+            rng = np.random.default_rng(0)
+            swaps_seen, last_version = 0, bot.policy.version
+            deadline = time.monotonic() + timeout(20)
+            tick = 0
+            while swaps_seen < 2 and time.monotonic() < deadline:
+                obs = rng.normal(size=(2, OBS_DIM)).astype(np.float32)
+                before = bot.states.copy()
+                actions, logp = bot.act(obs)
+                assert bot._acting is not None
+                if bot._acting.version != last_version:
+                    swaps_seen += 1  # acted with new weights: from the states the old ones left, untouched
+                    last_version = bot._acting.version
+                np.testing.assert_array_equal(bot._acted_from, before)
+                assert not np.array_equal(bot.states, before)
+                ended = np.array([tick % 7 == 6, False])
+                bot.record(obs, actions, logp, reward=[0.0, 0.0], terminal=ended)
+                assert not bot.states[0].any() if ended[0] else bot.states[0].any()  # an ended episode restarts at zeros
+                tick += 1
+                time.sleep(0.002)
+            assert swaps_seen >= 2, "the trainer published no new weights"
+            assert server.accounting()["received"] > 0
+        finally:
+            bot.close()

@@ -48,7 +48,7 @@ def test_a_conv_config_puts_a_torso_in_front_of_both_networks_and_takes_the_refe
     cfg = config(obs_dim=14, image=(2, 3, 2), conv=(5, 2, 2))
     agent = PPOAgent(cfg)
     for net in (agent.actor, agent.critic):
-        assert isinstance(net.torso, ConvTorso)
+        assert isinstance(net.body.conv, ConvTorso)
         assert net.net[0].in_features == 5 * 1 * 2 + 2  # the torso's output, then the two entries after the image
     assert type(agent.step) is EagerStep and choose_step(config(**{**vars(cfg), "device": "cuda"})) is EagerStep
     arch, tensors = agent.export_actor()
@@ -68,7 +68,7 @@ def test_the_torso_reads_the_image_channels_last_and_flattens_channel_row_column
 
 def test_ppo_with_a_conv_torso_learns_the_discrete_bandit():
     agent = PPOAgent(image_config())
-    assert isinstance(agent.actor, MixedActor) and isinstance(agent.actor.torso, ConvTorso)
+    assert isinstance(agent.actor, MixedActor) and isinstance(agent.actor.body.conv, ConvTorso)
     rng = np.random.default_rng(0)
     for _ in range(12):
         metrics = bandit_round(agent, rng, masked_share=0.0)
@@ -86,7 +86,7 @@ def test_a_checkpoint_rebuilds_the_torso_and_resumes_bitwise():
     buffer = io.BytesIO()
     torch.save(a.state_dict(), buffer)
     b = agent_from_checkpoint(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
-    assert isinstance(b, PPOAgent) and b.config == a.config and isinstance(b.critic.torso, ConvTorso)
+    assert isinstance(b, PPOAgent) and b.config == a.config and isinstance(b.critic.body.conv, ConvTorso)
     segments = mixed_segments(a, seed=1)
     for agent in (a, b):
         agent.observe(segments)

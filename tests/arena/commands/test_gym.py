@@ -48,6 +48,17 @@ def test_a_conv_torso_trains_through_the_server_and_its_run_says_so(tmp_path: Pa
     assert summary["policy_version"] >= 1 and summary["eval_mean_return"] > 0
 
 
+def test_a_recurrent_policy_trains_through_the_server_and_evaluates_with_its_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """The bot process keeps each sub-environment's GRU state and sends it with every row; the summary says so."""
+    argv = ["gym", "CartPole-v1", "--steps", "2000", "--eval-episodes", "1", "--out", str(tmp_path), "--json"]
+    assert main([*argv, "--agent-option", "recurrent=gru", "--agent-option", "recurrent_size=8"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["agent_options"]["recurrent"] == "gru" and summary["policy_version"] >= 1
+    assert summary["eval_mean_return"] > 0
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -61,6 +72,11 @@ def test_a_conv_torso_trains_through_the_server_and_its_run_says_so(tmp_path: Pa
         (["gym", "CartPole-v1", "--opening", "4"], "--opening applies to turn-based games"),
         (["gym", "tests.arena.bots.tiny_nim", "--opening", "-1"], "--opening must be >= 0 random moves, got -1"),
         (["gym", "CartPole-v1", "--agent-option", "conv=4,1,2", "--steps", "10"], "conv needs an image"),
+        (["gym", "CartPole-v1", "--agent-option", "recurrent=rnn", "--steps", "10"], "recurrent must be gru, lstm or empty"),
+        (
+            ["gym", "tests.arena.bots.tiny_nim", "--agent-option", "recurrent=gru", "--steps", "10"],
+            "turn-based games train memoryless policies for now",
+        ),
         (
             ["gym", "CartPole-v1", "--agent-option", "conv=4,1,2", "--agent-option", "image=2,4,1", "--steps", "10"],
             "image (2, 4, 1) holds 8 entries, more than obs_dim 4",

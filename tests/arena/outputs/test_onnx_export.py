@@ -271,3 +271,27 @@ def test_onnx_runs_a_conv_torso_as_the_policy_does(branches: tuple[int, ...], tm
     got, want = run(path, obs, mask), reference_actions(weights, obs, mask)
     for name in ("logits",) if branches else ("mean", "log_std"):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_onnx_carries_a_recurrent_state_in_and_out_as_the_policy_does(cell: str, tmp_path: Path) -> None:
+    """``state`` in, ``state_out`` out: three steps fed back through the model follow the numpy Policy's steps."""
+    torch.manual_seed(8)
+    agent = make_agent("ppo", OBS, 0, branches=(3, 2), recurrent=cell, recurrent_size=6)
+    weights = Weights.pack(0, 1, *agent.export_actor())
+    path = tmp_path / "policy.onnx"
+    export_onnx(weights, path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == ["obs", "mask", "state"]
+    assert [o.name for o in session.get_outputs()] == ["logits", "action", "state_out"]
+    rng = np.random.default_rng(9)
+    state = np.zeros((4, 12 if cell == "lstm" else 6), np.float32)
+    for _ in range(3):
+        obs = rng.normal(size=(4, OBS)).astype(np.float32)
+        mask = random_mask(rng, 4, ActionSpace(0, (3, 2)))
+        outputs = session.run(None, {"obs": obs, "mask": mask, "state": state})
+        got = dict(zip(["logits", "action", "state_out"], outputs, strict=True))
+        want = reference_actions(weights, obs, mask, state)
+        np.testing.assert_allclose(got["logits"], want["logits"], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got["state_out"], want["state_out"], rtol=1e-5, atol=1e-5)
+        state = got["state_out"]

@@ -1,0 +1,205 @@
+"""Learning benchmark on a game that needs memory: a recurrent policy beside the memoryless one and sb3-contrib's RecurrentPPO.
+
+Run ``python bench/memory.py`` (``pip install popgym`` for POPGym's games; sb3-contrib, installed after
+torch, for the baseline). The game is POPGym's CartPole that shows the cart's position and the pole's
+angle but no velocities (``popgym-PositionOnlyCartPoleEasy-v0``, POPGym 1.0's name for what its paper
+calls Stateless CartPole): a policy must remember the last positions to know where things move. Its
+returns are scaled: ``1 / 200`` a step survived, so an episode's best is **1.0**.
+
+Each side is the README-style command a user types, ``arena gym ENV --steps N --seed S --json`` in
+a subprocess, with ``--agent-option recurrent=gru`` (ours, recurrent) and without (ours, memoryless),
+at the same budget; the baseline is sb3-contrib's ``RecurrentPPO`` with its defaults (an LSTM policy)
+for the same steps, on one torch thread, evaluated the same way (deterministic, with its state carried
+through each episode). A learning result is a distribution: every seed's figure, the median and the
+worst seed; a failed seed counts 0. Targets (recurrent): median >= 95% of the maximum return within
+500,000 steps over 5 seeds, worst >= 80%; the memoryless side should stay far below. Progress goes to
+stderr; the last stdout line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]  # bench/arena.py must not shadow arena
+sys.path.insert(0, os.path.dirname(_here))
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from bench.gym import aggregate, log, ours  # noqa: E402
+
+GAME = "popgym:popgym-PositionOnlyCartPoleEasy-v0"
+MAX_RETURN = 1.0
+"""POPGym scales CartPole's reward to 1/200 a step over its 200-step episodes."""
+TARGETS = {"steps": 500_000, "median": 0.95 * MAX_RETURN, "worst": 0.80 * MAX_RETURN}
+
+
+def recurrent_ppo(env: str, steps: int, seed: int, episodes: int) -> dict[str, Any]:
+    """sb3-contrib's RecurrentPPO (defaults, LSTM) for ``steps``; evaluated deterministically, its state carried."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)
+    model = RecurrentPPO("MlpLstmPolicy", make_vec_env(env, n_envs=8, seed=seed), seed=seed, device="cpu")
+    started = time.monotonic()
+    model.learn(total_timesteps=steps)
+    seconds = time.monotonic() - started
+    one = gym.make(env)
+    returns = []
+    obs, _ = one.reset(seed=seed + 10_000)
+    for _ in range(episodes):
+        total, done, state, start = 0.0, False, None, np.ones((1,), dtype=bool)
+        while not done:
+            action, state = model.predict(np.asarray(obs)[None], state=state, episode_start=start, deterministic=True)
+            start = np.zeros((1,), dtype=bool)
+            obs, reward, terminated, truncated, _ = one.step(int(action[0]))
+            total += float(reward)
+            done = bool(terminated or truncated)
+        returns.append(total)
+        obs, _ = one.reset()
+    return {"seed": seed, "eval_mean_return": float(np.mean(returns)), "train_seconds": round(seconds, 1)}
+
+
+def hot_swap_probe(seed: int, updates: int = 12, episodes: int = 512) -> dict[str, float]:
+    """Keep or reset the state at a hot-swap? A cue shown on an episode's first of 4 steps, answered on its last.
+
+    A GRU actor learns the task through PPO (the numpy ``Policy`` acting as a bot would); then every
+    episode is acted by the policy of one update for its first two steps and by the next update's for
+    the last two, the way a swap lands mid-episode, once keeping the state and once resetting it.
+    Returns the share of right answers each way (and with no swap at all).
+    """
+    import numpy as np
+    import torch
+
+    from agents import PPOAgent, PPOConfig, Segment, SegmentEnd
+    from bot_protocol import Architecture, Policy, Weights
+
+    torch.manual_seed(seed)
+    agent = PPOAgent(
+        PPOConfig(obs_dim=3, act_dim=0, branches=(2,), hidden=(32,), recurrent="gru", recurrent_size=16,
+                  sequence_length=4, rollout_steps=512, minibatch_size=64, epochs=4, learning_rate=3e-3, seed=seed)
+    )  # fmt: skip
+    rng = np.random.default_rng(seed)
+
+    def policy() -> Policy:
+        arch, tensors = agent.export_actor()
+        return Policy.from_weights(Weights.pack(0, agent.updates, Architecture.from_mapping(arch), tensors))
+
+    def play(first: Policy, second: Policy, n: int, reset: bool, train: bool) -> float:
+        cues = rng.integers(2, size=n)
+        state = first.initial_state(n)
+        rows = []
+        for t in range(4):
+            acting = first if t < 2 else second
+            if t == 2 and reset:
+                state = acting.initial_state(n)
+            obs = np.zeros((n, 3), np.float32)
+            obs[np.arange(n), cues] = 1.0 if t == 0 else 0.0
+            obs[:, 2] = 1.0 if t == 3 else 0.0
+            (_, logp, dact), next_state = acting.step(obs, state, rng)
+            rows.append((obs, state, dact[:, 0], logp))
+            state = next_state
+        right = rows[-1][2] == cues
+        if train:
+            segments = [
+                Segment("bot", e, np.stack([r[0][e] for r in rows]),
+                        np.array([[float(r[2][e]), 1.0, 1.0] for r in rows], np.float32),
+                        np.array([r[3][e] for r in rows], np.float32), SegmentEnd.TERMINAL, None, generation=0,
+                        version=agent.updates, reward=np.array([0, 0, 0, 1.0 if right[e] else -1.0], np.float32),
+                        state=np.stack([r[1][e] for r in rows]))
+                for e in range(n)
+            ]  # fmt: skip
+            agent.observe(segments)
+            agent.update()
+        return float(right.mean())
+
+    for _ in range(updates - 1):
+        now = policy()
+        play(now, now, 128, reset=False, train=True)
+    before = policy()
+    play(before, before, 128, reset=False, train=True)
+    after = policy()
+    return {
+        "no_swap": play(after, after, episodes, reset=False, train=False),
+        "swap_keep_state": play(before, after, episodes, reset=False, train=False),
+        "swap_reset_state": play(before, after, episodes, reset=True, train=False),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default=GAME, help=f"a game needing memory (default: {GAME})")
+    parser.add_argument("--steps", type=int, default=TARGETS["steps"], help="environment steps per run (default: 500000)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (default: 0 1 2 3 4)")
+    parser.add_argument("--eval-episodes", type=int, default=20, help="evaluation episodes per run (default: 20)")
+    parser.add_argument("--no-memoryless", action="store_true", help="skip the memoryless side")
+    parser.add_argument("--no-baseline", action="store_true", help="skip sb3-contrib's RecurrentPPO")
+    parser.add_argument(
+        "--swap-probe", action="store_true", help="only the hot-swap probe: keep or reset the state at new weights"
+    )
+    parser.add_argument(
+        "--agent-option", action="append", default=[], metavar="NAME=VALUE", help="added to the recurrent side (a probe)"
+    )
+    args = parser.parse_args()
+    started = time.monotonic()
+    if args.swap_probe:
+        probes = {seed: hot_swap_probe(seed) for seed in args.seeds}
+        print(json.dumps({"bench": "memory", "probe": "hot_swap", "seeds": probes}))
+        return 0
+    sides: dict[str, list[str] | None] = {"recurrent": ["recurrent=gru", *args.agent_option]}
+    if not args.no_memoryless:
+        sides["memoryless"] = []
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="arena-bench-memory-") as root:
+        for side, options in sides.items():
+            assert options is not None
+            runs = []
+            for seed in args.seeds:
+                runs.append(ours(args.env, args.steps, seed, args.eval_episodes, Path(root) / f"{side}{seed}", options))
+                log(started, f"ours, {side}, seed {seed}: {runs[-1]}")
+            results[side] = {"agent_options": options, "seeds": runs, **aggregate(runs)}
+    if args.no_baseline:
+        results["recurrent_ppo"] = {"skipped": "--no-baseline"}
+    else:
+        try:
+            import sb3_contrib  # noqa: F401
+        except ImportError:
+            results["recurrent_ppo"] = {"skipped": "sb3-contrib is not installed (pip install sb3-contrib after torch)"}
+        else:
+            runs = []
+            for seed in args.seeds:
+                runs.append(recurrent_ppo(args.env, args.steps, seed, args.eval_episodes))
+                log(started, f"RecurrentPPO, seed {seed}: {runs[-1]}")
+            results["recurrent_ppo"] = {"seeds": runs, **aggregate(runs)}
+    at_budget = args.env == GAME and args.steps == TARGETS["steps"] and not args.agent_option
+    recurrent = results["recurrent"]
+    met = recurrent["median"] >= TARGETS["median"] and recurrent["worst"] >= TARGETS["worst"] if at_budget else None
+    print(
+        json.dumps(
+            {
+                "bench": "memory",
+                "env": args.env,
+                "steps": args.steps,
+                "max_return": MAX_RETURN,
+                "kind": "evaluation" if at_budget else "probe",
+                **results,
+                "targets": TARGETS if at_budget else None,
+                "targets_met": met,
+                "seconds": round(time.monotonic() - started, 1),
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
