@@ -95,7 +95,7 @@ def test_a_recurrent_actor_remembers_a_cue_a_memoryless_one_cannot():
         torch.manual_seed(0)
         agent = PPOAgent(memory_config(recurrent=recurrent))
         rng = np.random.default_rng(0)
-        scores = [memory_round(agent, rng) for _ in range(12)]
+        scores = [memory_round(agent, rng) for _ in range(8)]
         rates[recurrent or "memoryless"] = float(np.mean(scores[-3:]))
     assert rates["gru"] > 0.9 and rates["lstm"] > 0.9, rates
     assert rates["memoryless"] < 0.65, rates
