@@ -65,6 +65,7 @@ class StepRecorder:
         obs_dim, act_dim, n_agents, reward: the shapes declared in ``hello``.
         batch_steps: rows per batch; :meth:`record` returns a batch once this many are held.
         branches: the discrete branches declared in ``hello`` (none: a continuous-only bot).
+        state_size: the run's recurrent state width (``weights.arch.recurrent``): every row then needs ``state``.
     """
 
     def __init__(
@@ -130,7 +131,7 @@ class StepRecorder:
                 raise ValueError(f"state= ({n}, {self.state_size}) is required: this bot's policy is recurrent")
             row["state"] = _rows(state, (n, self.state_size), "state")
         elif state is not None:
-            raise ValueError("state= is for bots whose hello declares a recurrent state_size")
+            raise ValueError("state= is for bots of a recurrent policy (a recorder made with state_size > 0)")
         if self.reward is RewardMode.SCALAR:
             if reward is None or terms is not None:
                 raise ValueError("scalar-reward bots pass reward=, not terms=")

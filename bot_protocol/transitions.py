@@ -285,7 +285,9 @@ class TransitionHeader:
         if spec.state_size:
             rows["state"] = n
         elif "state" in m:
-            raise ProtocolError(ErrorCode.BAD_FIELD, "field 'state' is sent only by bots whose hello declares 'state_size'")
+            raise ProtocolError(
+                ErrorCode.BAD_FIELD, "field 'state' is sent only in runs whose actor is recurrent (weights.arch.recurrent)"
+            )
         columns: dict[str, bytes] = {}
         discrete: dict[str, bytes] = {}
         for key, count in rows.items():
