@@ -26,8 +26,9 @@ from torch import Tensor
 from ..networks import Actor, Critic, MixedActor, masked_categorical
 from .batch import Minibatch
 from .config import PPOConfig
+from .stats import TERMS
 
-__all__ = ["Surrogate", "SurrogateTerms", "minibatch_loss", "reference_surrogate", "renormalize"]
+__all__ = ["Surrogate", "SurrogateTerms", "loss_terms", "minibatch_loss", "reference_surrogate", "renormalize"]
 
 
 class SurrogateTerms(NamedTuple):
@@ -97,15 +98,12 @@ def minibatch_loss(
         loss = loss + cfg.mean_bound_coef * mean_excess
     else:
         mean_excess = torch.zeros((), device=mean.device)
-    return {
-        "loss": loss,
-        "policy_loss": policy_loss.detach(),
-        "value_loss": value_loss.detach(),
-        "entropy": entropy.detach(),
-        "approx_kl": approx_kl,
-        "clip_fraction": clip_fraction,
-        "mean_excess": mean_excess.detach(),
-    }
+    return loss_terms(loss, policy_loss, value_loss, entropy, approx_kl, clip_fraction, mean_excess)
+
+
+def loss_terms(loss: Tensor, *terms: Tensor) -> dict[str, Tensor]:
+    """The loss (with its graph) and :data:`agents.ppo.stats.TERMS`, in that order, detached: what a step reports."""
+    return {"loss": loss, **{name: term.detach() for name, term in zip(TERMS, terms, strict=True)}}
 
 
 def _discrete_part(actor: MixedActor, out: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:

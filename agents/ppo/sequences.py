@@ -26,6 +26,7 @@ from ..networks import Actor, Critic, MixedActor, masked_categorical
 from .batch import Minibatch
 from .config import PPOConfig
 from .guards import clamp_log_std_where, guard_gradients
+from .loss import loss_terms
 
 if TYPE_CHECKING:
     from .steps import StepParts
@@ -85,15 +86,7 @@ def sequence_loss(actor: Actor, critic: Critic, batch: Minibatch, real: Tensor, 
     with torch.no_grad():
         approx_kl = mean((ratio - 1.0) - log_ratio)
         clip_fraction = mean(((ratio - 1.0).abs() > cfg.clip_epsilon).to(weight.dtype))
-    return {
-        "loss": loss,
-        "policy_loss": policy_loss.detach(),
-        "value_loss": value_loss.detach(),
-        "entropy": entropy.detach(),
-        "approx_kl": approx_kl,
-        "clip_fraction": clip_fraction,
-        "mean_excess": mean_excess.detach(),
-    }
+    return loss_terms(loss, policy_loss, value_loss, entropy, approx_kl, clip_fraction, mean_excess)
 
 
 class SequenceStep:
