@@ -92,6 +92,9 @@ if str(ROOT) not in sys.path:  # run as a script: `python bench/learning.py`
 from bench.provenance import DirtyTree, Source, arena_command, command_line, prepare_source, versions  # noqa: E402
 
 SCRIPTED = ("sitting", "spinner", "walker", "tracker")
+POPULATION = ("drawn",)
+"""The default league's fifth member: a scripted bot whose movement, targeting and fire power are drawn anew every
+round (docs/arena.md). Played with fresh draws after the four; it has no target (a new figure, 2026-12-05)."""
 ROYALE_BOTS = ("Walls", "SpinBot", "Corners", "Crazy", "Fire", "RamFire", "TrackFire", "VelocityBot")
 """Official-API bots of tests/data/royale_bots. No run trains against them, but their figures guided the choice of
 the defaults: they are *tuning* opponents, not held-out ones."""
@@ -105,6 +108,7 @@ OPPONENT_ROLES = {
     "spinner": "training and selection",
     "walker": "training and selection",
     "tracker": "training and selection",
+    "drawn": "training and selection: the population, fresh draws of its parts every round (no target)",
     "royale": "tuning",
     "heldout": "none: the final report only",
 }
@@ -328,6 +332,8 @@ def run_seed(
             str(run), "returned policy", SCRIPTED, rounds, match_seed, errors, deterministic=True
         )
     entry["win_rate_last"] = win_rates(str(last), f"last policy {last.name}", SCRIPTED, rounds, match_seed, errors)
+    if not settings["proxy"]:  # the population the default league trains against, fresh rounds (reported, no target)
+        entry["win_rate_population"] = win_rates(str(run), "returned policy", POPULATION, rounds, match_seed, errors)
     if royale:
         panel_rates(entry, "royale", str(run), royale_dir(), royale, settings["royale_rounds"], match_seed, errors)
     if heldout:
@@ -368,7 +374,7 @@ def spread(values: Sequence[float | None]) -> dict[str, Any]:
     }
 
 
-RATE_KEYS = ("win_rate", "win_rate_deterministic", "win_rate_last", "win_rate_royale", "win_rate_heldout")
+RATE_KEYS = ("win_rate", "win_rate_deterministic", "win_rate_last", "win_rate_population", "win_rate_royale", "win_rate_heldout")
 
 
 def aggregate(entries: list[dict[str, Any]], expected: dict[str, Sequence[str]] | None = None) -> dict[str, Any]:
@@ -669,6 +675,7 @@ def main() -> None:
     }
     if not args.proxy:
         expected["win_rate_deterministic"] = SCRIPTED
+        expected["win_rate_population"] = POPULATION
     probe_flags = []
     if extra:
         probe_flags.append(f"--extra={shlex.join(extra)}")

@@ -39,11 +39,12 @@ def test_the_bots_specs_come_from_the_plan(tmp_path):
 
 def test_drawn_is_a_fixed_opponent_or_a_league_member(tmp_path):
     assert plan("--opponent", "drawn", "--out", str(tmp_path)).bot_spec("ws://x").opponents == ("drawn",)
-    made = plan("--league-option", "drawn=true", "--out", str(tmp_path))
+    made = plan("--out", str(tmp_path))  # the default league
     assert made.league is not None and made.league.config.drawn and "drawn" in made.describe()
     # Trained against the population, the run also picks and reports its policy on fresh draws of it.
     assert made.eval_opponents == ("sitting", "spinner", "walker", "tracker", "drawn")
-    assert plan("--out", str(tmp_path)).eval_opponents == ("sitting", "spinner", "walker", "tracker")
+    four = plan("--league-option", "drawn=false", "--out", str(tmp_path))
+    assert four.eval_opponents == ("sitting", "spinner", "walker", "tracker") and "drawn" not in four.describe()
 
 
 def test_the_leagues_tank_royale_share_is_a_bot_of_its_own(tmp_path):

@@ -12,6 +12,8 @@ SCRIPTED = ("sitting", "spinner", "walker", "tracker")
 
 
 def league(**config: float) -> League:
+    """The four-bot ladder's league (``drawn`` only where a test asks): the rule's arithmetic on four members."""
+    config.setdefault("drawn", False)
     return League.start(LeagueConfig(**config), SCRIPTED)  # type: ignore[arg-type]
 
 
@@ -138,18 +140,20 @@ def test_self_play_alone_is_ml_agents_scheme_and_needs_snapshots():
     assert LeagueConfig.from_options({"scripted": "false"}).scripted is False
 
 
-def test_drawn_joins_only_when_asked_and_follows_the_config_on_resume():
-    """``drawn=true``: one more scripted member (its parts drawn per round by the bot), weighed as any other."""
-    assert [m.name for m in league().members] == list(SCRIPTED)
+def test_drawn_joins_by_default_and_follows_the_config_on_resume():
+    """``drawn`` (the default): one more scripted member (its parts drawn per round by the bot), weighed as any other."""
+    assert LeagueConfig().drawn is True
+    assert [m.name for m in League.start(LeagueConfig(), SCRIPTED).members] == [*SCRIPTED, DRAWN]
+    assert [m.name for m in league().members] == list(SCRIPTED)  # drawn=false: the four-bot league
     lg = league(drawn=True)
     assert [(m.name, m.kind, m.source) for m in lg.members][-1] == (DRAWN, "scripted", DRAWN)
     assert lg.probabilities()[DRAWN] == pytest.approx(1 / 5)  # five members at the same start win rate
     assert [m.name for m in league(drawn=True, scripted=False).members] == [DRAWN]
-    assert LeagueConfig.from_options({"drawn": "true"}).drawn is True
+    assert LeagueConfig.from_options({"drawn": "false"}).drawn is False
     lg.record("tracker", 1.0)
-    resumed = League.from_state(league().state_dict(), LeagueConfig(drawn=True, self_share=0.1))
+    resumed = League.from_state(league().state_dict(), LeagueConfig(self_share=0.1))
     assert [m.name for m in resumed.members] == [*SCRIPTED, DRAWN, SELF]
-    dropped = League.from_state(lg.state_dict(), LeagueConfig())
+    dropped = League.from_state(lg.state_dict(), LeagueConfig(drawn=False))
     assert [m.name for m in dropped.members] == list(SCRIPTED) and dropped.member("tracker").rounds == 1
 
 
