@@ -67,6 +67,7 @@ met, the untrained baseline, and the provenance: ``source`` (commit, dirty, expo
     python bench/learning.py --proxy                          # triage: 3 seeds of 90 s (~8 minutes)
     python bench/learning.py --proxy --extra="--matches 64"   # the same for another setting
     python bench/learning.py --case default --case tracker --seeds 0 1 --out runs/bench
+    python bench/learning.py --case radar --case radar-gru         # the radar observation, memoryless vs GRU
     python bench/learning.py --case tracker --sb3 our-shape --sb3 16x128 --seeds 0   # beside SB3's PPO
     python bench/learning.py --case tracker --sb3 our-shape --sb3 16x128 --equal-samples --seeds 0 --royale-rounds 0
 """
@@ -131,6 +132,10 @@ CASES: dict[str, dict[str, Any]] = {
     "tracker": {"minutes": 5.0, "flags": ["--opponent", "tracker"], "targets": None},
     "selfplay": {"minutes": 5.0, "flags": [f"--league-option={o}" for o in (
         "scripted=false", "self_share=0.5", "max_snapshots=10", "exponent=0", "snapshot_every=3")], "targets": None},
+    # The tank from its radar alone (docs/arena.md, "The radar observation"), memoryless and recurrent side by side:
+    # a 30-minute job, reported beside each other (their own targets are issue figures, read from the JSON).
+    "radar": {"minutes": 30.0, "flags": ["--observation", "radar"], "targets": None},
+    "radar-gru": {"minutes": 30.0, "flags": ["--observation", "radar", "--agent-option", "recurrent=gru"], "targets": None},
 }  # fmt: skip
 """case → training minutes, extra ``arena train`` flags (none: the README's command) and targets.
 
@@ -374,7 +379,14 @@ def spread(values: Sequence[float | None]) -> dict[str, Any]:
     }
 
 
-RATE_KEYS = ("win_rate", "win_rate_deterministic", "win_rate_last", "win_rate_population", "win_rate_royale", "win_rate_heldout")
+RATE_KEYS = (
+    "win_rate",
+    "win_rate_deterministic",
+    "win_rate_last",
+    "win_rate_population",
+    "win_rate_royale",
+    "win_rate_heldout",
+)
 
 
 def aggregate(entries: list[dict[str, Any]], expected: dict[str, Sequence[str]] | None = None) -> dict[str, Any]:

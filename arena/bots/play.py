@@ -26,6 +26,7 @@ from ..games.tank.engine import TankBattle
 from ..games.tank.engines import EngineName
 from ..games.tank.events import StepInfo
 from ..games.tank.observation import OBS_DIM
+from ..games.tank.radar import RADAR_OBS_DIM, Sight, observation_dim
 from ..games.tank.roster import make_scripted
 from ..games.tank.rules import TankRules
 from ..games.tank.scripted import View
@@ -46,7 +47,11 @@ __all__ = [
 
 
 class Controller(Protocol):
-    """Anything that turns observations of its tanks into actions."""
+    """Anything that turns observations of its tanks into actions.
+
+    A controller with ``observation = "radar"`` is handed the radar observation
+    (:mod:`arena.games.tank.radar`) instead of the full one; without the attribute, the full one.
+    """
 
     name: str
 
@@ -95,20 +100,39 @@ class PolicyController:
     """
 
     def __init__(self, name: str, policy: Policy, seed: int = 0, stochastic: bool = True) -> None:
-        if policy.obs_dim != OBS_DIM or policy.act_dim != ACT_DIM:
+        if policy.obs_dim not in (OBS_DIM, RADAR_OBS_DIM) or policy.act_dim != ACT_DIM:
             raise ValueError(
-                f"{name}: policy sizes {policy.obs_dim}→{policy.act_dim} do not fit the tank arena ({OBS_DIM}→{ACT_DIM})"
+                f"{name}: policy sizes {policy.obs_dim}→{policy.act_dim} do not fit the tank arena ({OBS_DIM}→{ACT_DIM}, "
+                f"or {RADAR_OBS_DIM}→{ACT_DIM} on the radar observation)"
             )
         self.name = name
         self.policy = policy
         self.stochastic = stochastic
         self.rng = np.random.default_rng(seed)
+        self.observation = "radar" if policy.obs_dim == RADAR_OBS_DIM else "full"
+        """Which observation it plays from: the policy's width says (``arena.games.tank.radar``)."""
+        self._states = policy.initial_state(0)
+        """A recurrent policy's state of each match it has acted in (rows grow on demand; zeros at a round start)."""
 
-    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
-        return self.policy.sample(obs, self.rng, deterministic=not self.stochastic)
+    def act(self, obs: NDArray[np.float32], rows: NDArray[np.intp] | None = None) -> NDArray[np.float32]:
+        """Actions for ``obs`` (N, obs_dim); ``rows``: the matches they are (default 0..N-1), whose states a
+        recurrent policy carries from tick to tick."""
+        if self.policy.state_size == 0:
+            return self.policy.sample(obs, self.rng, deterministic=not self.stochastic)
+        rows = np.arange(len(obs)) if rows is None else np.asarray(rows, np.intp)
+        need = int(rows.max()) + 1 if len(rows) else 0
+        if need > len(self._states):
+            grown = self.policy.initial_state(need)
+            grown[: len(self._states)] = self._states
+            self._states = grown
+        acted, nxt = self.policy.step(obs, self._states[rows], self.rng, deterministic=not self.stochastic)
+        self._states[rows] = nxt
+        return np.asarray(acted[0], np.float32)
 
     def reset(self, mask: NDArray[np.bool_]) -> None:
-        pass
+        """Rounds start in ``mask``: a recurrent policy's states of those matches go back to zeros."""
+        n = min(len(mask), len(self._states))
+        self._states[:n][np.asarray(mask[:n], bool)] = 0.0
 
 
 RoundResult = tuple[bool, float, str, bool]
@@ -282,10 +306,11 @@ def play_learning_bot(
         )
     )  # fmt: skip
     log = log or MatchLog()
+    sight = Sight(battle, spec.observation == "radar")  # what the learner sees: full, or its radar's
     # wss:// verifies with the system's CAs (SSL_CERT_FILE adds others): see BotClient.connect.
     config = ClientConfig(
-        spec.url, spec.name, OBS_DIM, ACT_DIM, n_agents=n_matches, reward=RewardMode.TERMS, token=spec.token,
-        batch_steps=TICKS_PER_FRAME * n_matches,
+        spec.url, spec.name, observation_dim(spec.observation), ACT_DIM, n_agents=n_matches, reward=RewardMode.TERMS,
+        token=spec.token, batch_steps=TICKS_PER_FRAME * n_matches,
     )  # fmt: skip
     actions = np.zeros((n_matches, 2, ACT_DIM), np.float32)
     bot = BlockingBotClient(config, seed=seed)
@@ -293,35 +318,35 @@ def play_learning_bot(
         bot.connect()
         if connected is not None:
             connected(bot)
-        obs = battle.observe()
+        obs, seen = sight.observe()
         while not (stop is not None and stop.is_set()) and (spec.rounds is None or log.rounds < spec.rounds):
             rivals.learner(bot.policy)
-            actions[:, 0], logp = bot.act(obs[:, 0])
+            actions[:, 0], logp = bot.act(seen[:, 0])
             rivals.act(obs, actions)
-            info = battle.step(actions)
+            info = sight.step(actions)
             if watch is not None:
                 watch(battle)
-            after = battle.observe()  # before any reset: the bootstrap rows of truncated rounds
+            after, seen_after = sight.observe()  # before any reset: the bootstrap rows of truncated rounds
             ended = info.round_over
             bot.record(
-                obs[:, 0],
+                seen[:, 0],
                 actions[:, 0],
                 logp,
                 terms=info.reward_terms()[:, 0],
                 terminal=ended & ~info.truncated,
                 truncated=info.truncated,
-                next_obs=after[:, 0],
+                next_obs=seen_after[:, 0],
                 score=info.scores[:, 0],
             )
             results = log.record(info, rivals.names)
             if report is not None:
                 report(results, len(ended))
             if ended.any():
-                battle.reset(ended)
+                sight.reset(ended)
                 rivals.rounds_ended(info)
-                obs = battle.observe()
+                obs, seen = sight.observe()
             else:
-                obs = after
+                obs, seen = after, seen_after
     finally:
         rivals.close()
         bot.close()
@@ -363,13 +388,15 @@ def play_match(
     remaining[: rounds % n_matches] += 1
     active = remaining > 0
     actions = np.zeros((n_matches, n_tanks, ACT_DIM), np.float32)
+    on_radar = [getattr(player, "observation", "full") == "radar" for player in players]
+    sight = Sight(battle, any(on_radar))  # ValueError for a free-for-all with a radar player: the radar is 1v1
     if observer is not None:
         observer.round_started(battle, active.copy())
     while done < rounds:
-        obs = battle.observe()
+        obs, seen = sight.observe()
         for t, player in enumerate(players):
-            actions[:, t] = player.act(obs[:, t])
-        info = battle.step(actions)
+            actions[:, t] = player.act((seen if on_radar[t] else obs)[:, t])
+        info = sight.step(actions)
         if observer is not None:
             observer.ticked(battle, actions)
         ended = info.round_over & active
@@ -385,7 +412,7 @@ def play_match(
             remaining[m] -= 1
         active &= remaining > 0
         if info.round_over.any():
-            battle.reset(info.round_over)
+            sight.reset(info.round_over)
             for player in players:
                 player.reset(info.round_over)
             if observer is not None and (info.round_over & active).any():

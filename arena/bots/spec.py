@@ -51,6 +51,9 @@ class LearningBotSpec:
     """This bot's place among the run's bots (its league state and seed follow it)."""
     royale_matches: int | None = None
     turns_per_s: float | None = None
+    observation: str = "full"
+    """What the learner sees: ``full`` (perfect information) or ``radar`` (its enemy from its own radar's scans,
+    :mod:`arena.games.tank.radar`); the opponents always play from the full observation."""
     engine: EngineName = "numpy"
     """The tank engine the bot's battle and its scripted opponents run on: "numpy" or the compiled "numba"
     (``TankBattle(engine=...)``, ``make_scripted(..., engine=...)``; the same game bit for bit)."""
@@ -64,6 +67,8 @@ class LearningBotSpec:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.royale_matches is not None and not self.royale_matches >= 1:
             problems.append(f"royale_matches must be >= 1, got {self.royale_matches}")
+        if self.observation not in ("full", "radar"):
+            problems.append(f"observation must be full or radar, got {self.observation!r}")
         if self.engine not in ENGINES:
             problems.append(f"engine must be one of {ENGINES}, got {self.engine!r}")
         if self.turns_per_s is not None and not self.turns_per_s > 0:

@@ -60,6 +60,7 @@ def _export_onnx(args: argparse.Namespace) -> int:
     from ..bots.policies import load_weights
     from ..games.tank.actions import ACT_DIM
     from ..games.tank.observation import OBS_DIM
+    from ..games.tank.radar import RADAR_OBS_DIM
 
     try:
         from ..outputs.onnx_export import OPSET, export_onnx, signature
@@ -67,13 +68,17 @@ def _export_onnx(args: argparse.Namespace) -> int:
         raise ValueError(f"--onnx needs {exc.name}: pip install -e '.[export]'") from None
     weights = load_weights(args.checkpoint)
     layers = weights.arch.layers
-    tank = weights.arch.kind != "mixed_mlp" and weights.arch.obs_dim == OBS_DIM and layers[-1] == ACT_DIM
+    tank = weights.arch.kind != "mixed_mlp" and weights.arch.obs_dim in (OBS_DIM, RADAR_OBS_DIM) and layers[-1] == ACT_DIM
+    radar = weights.arch.obs_dim == RADAR_OBS_DIM
     game = (
         {
             "arena.game": "tank",
             "arena.action_low": "-1",
             "arena.action_high": "1",
-            "arena.observation": f"the tank arena's {OBS_DIM} columns, docs/arena.md 'Observation'",
+            "arena.observation": f"the tank arena's {RADAR_OBS_DIM} columns of the radar observation, docs/arena.md "
+            "'The radar observation'"
+            if radar
+            else f"the tank arena's {OBS_DIM} columns, docs/arena.md 'Observation'",
         }
         if tank
         else {}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from .options import SCRIPTED_NAMES
+from .options import SCRIPTED_NAMES, check_scripted_name, is_scripted_name
 
 if TYPE_CHECKING:
     from ..games.tank.engines import EngineName
@@ -128,7 +128,9 @@ def _bots(specs: list[str]) -> tuple[MatchBot, ...]:
 
     bots: list[MatchBot] = []
     for i, spec in enumerate(specs):
-        kind: BotKind = "scripted" if spec in SCRIPTED_NAMES else "royale" if RoyaleBotSpec.matches(spec) else "policy"
+        kind: BotKind = "scripted" if is_scripted_name(spec) else "royale" if RoyaleBotSpec.matches(spec) else "policy"
+        if kind == "scripted":
+            check_scripted_name(spec)
         if kind == "policy" and not Path(spec).exists():
             raise ValueError(
                 f"unknown bot {spec!r}: choose from {', '.join(SCRIPTED_NAMES)}, a policy file (a checkpoint, a run "

@@ -26,7 +26,9 @@ __all__ = [
     "add_agent_flags",
     "add_engine_flag",
     "add_server_flags",
+    "check_scripted_name",
     "finite_milliseconds",
+    "is_scripted_name",
     "opponent_kind",
     "parse_agent_options",
     "positive_float",
@@ -35,7 +37,9 @@ __all__ = [
 
 GAMES = ("tank", "reach")
 SCRIPTED_NAMES = ("sitting", "spinner", "walker", "tracker", "drawn")
-"""Every scripted bot a command takes by name: the ladder, then ``drawn`` (new parts every round, not in the ladder)."""
+"""Every scripted bot a command takes by name: the ladder, then ``drawn`` (new parts every round, not in the ladder).
+``drawn:movements=A+B,targetings=C,power_rules=D`` names the population narrowed to those families (checked where
+the bot is built: :func:`is_scripted_name` only recognises the form)."""
 LEAGUE = "league"
 """``--opponent league`` (the default): train against the league (arena.league)."""
 ENGINE_NAMES = ("numpy", "numba")
@@ -85,13 +89,27 @@ def finite_milliseconds(text: str) -> float:
     return value
 
 
+def is_scripted_name(text: str) -> bool:
+    """Whether ``text`` names a scripted bot: one of ``SCRIPTED_NAMES``, or a narrowed population ``drawn:...``."""
+    return text in SCRIPTED_NAMES or text.startswith("drawn:")
+
+
+def check_scripted_name(text: str) -> None:
+    """ValueError (one line) for a ``drawn:...`` name whose parts or families are unknown; nothing for the other
+    names. Imports the population's module (and numba) only for such a name."""
+    if text.startswith("drawn:"):
+        from ..games.tank.drawn import population_ranges
+
+        population_ranges(text)
+
+
 def opponent_kind(text: str) -> str:
     """``--opponent``: ``league``, a scripted name, ``royale:PATH`` or an existing policy file."""
-    if text in (LEAGUE, *SCRIPTED_NAMES) or text.startswith("royale:") or Path(text).exists():
+    if text == LEAGUE or is_scripted_name(text) or text.startswith("royale:") or Path(text).exists():
         return text
     raise argparse.ArgumentTypeError(
-        f"invalid choice: {text!r} (choose from {LEAGUE}, {', '.join(SCRIPTED_NAMES)}, royale:PATH or a policy file: "
-        "a checkpoint, a run directory or an exported weights file)"
+        f"invalid choice: {text!r} (choose from {LEAGUE}, {', '.join(SCRIPTED_NAMES)}, drawn:PARTS, royale:PATH or a "
+        "policy file: a checkpoint, a run directory or an exported weights file)"
     )
 
 

@@ -124,11 +124,6 @@ def _agent_options(flags: argparse.Namespace, tank: TankShape | None) -> dict[st
     if flags.agent == "ppo" and tank is not None:
         options.update(tank_ppo_options(tank.agents, league=tank.league))
     options.update(parse_agent_options(flags.agent, flags.agent_option))
-    if tank is not None and options.get("recurrent"):
-        raise ValueError(
-            "--agent-option recurrent: the tank arena's bots, league and evaluations run memoryless policies for now; "
-            "a recurrent policy trains through 'arena gym' or 'arena serve' with your own bots (docs/protocol.md §4.7)"
-        )
     if flags.agent in ("ddpg", "td3"):
         options["save_replay"] = bool(flags.save_replay)
     elif flags.save_replay:

@@ -69,6 +69,13 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "--game", choices=GAMES, default="tank", help="tank: the Robocode-style arena (default); reach: a tiny test game"
     )
     learns.add_argument("--seed", type=int, default=0, help="seed for the games and the agent (default: 0)")
+    learns.add_argument(
+        "--observation",
+        choices=("full", "radar"),
+        default="full",
+        help="tank: what the learner sees: full (the enemy's exact state every tick, the default) or radar (the "
+        "enemy as its own radar last scanned it, Tank Royale's information; pair it with --agent-option recurrent=gru)",
+    )
     _add_opponent_flags(train.add_argument_group("opponents"))
     _add_bot_flags(train.add_argument_group("learning bots"))
     _add_budget_flags(train.add_argument_group("budget"))

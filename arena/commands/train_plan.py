@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..bots.spec import LearningBotSpec
 from ..defaults import ROYALE_MATCHES, ROYALE_TURNS_PER_S, TANK_MATCHES, Layout, choose_layout
-from .options import LEAGUE, SCRIPTED_NAMES
+from .options import LEAGUE, check_scripted_name, is_scripted_name
 from .server_plan import ServerPlan, TankShape
 
 if TYPE_CHECKING:
@@ -56,6 +56,8 @@ class TrainPlan:
     engine: Literal["numpy", "numba"]
     """The learning bots' tank engine: "numpy" (the reference) or "numba" (compiled, the same game bit for bit)."""
     server: ServerPlan
+    observation: str
+    """What the learner sees (tank): ``full`` or ``radar`` (``arena.games.tank.radar``)."""
     flags: Mapping[str, Any]
     """The command line as parsed, for the record (TensorBoard's config); the run reads the fields above."""
 
@@ -74,11 +76,13 @@ class TrainPlan:
     @property
     def eval_opponents(self) -> tuple[str, ...]:
         """Whom the run's candidates and its returned policy are evaluated against: the scripted ladder, and the
-        ``drawn`` population when the league trains against it (each round a fresh draw of its parts)."""
+        ``drawn`` population when the league trains against it (each round a fresh draw of its parts, from the
+        families the league draws from)."""
         from ..games.tank.roster import SCRIPTED
 
-        drawn = self.league is not None and self.league.config.drawn
-        return (*SCRIPTED, "drawn") if drawn else tuple(SCRIPTED)
+        if self.league is None or not self.league.config.drawn:
+            return tuple(SCRIPTED)
+        return (*SCRIPTED, self.league.config.drawn_source)
 
     @classmethod
     def from_flags(cls, flags: argparse.Namespace) -> TrainPlan:
@@ -90,12 +94,13 @@ class TrainPlan:
         from ..games.reach import ACT_DIM as REACH_ACT
         from ..games.reach import OBS_DIM as REACH_OBS
         from ..games.tank.actions import ACT_DIM
-        from ..games.tank.observation import OBS_DIM
+        from ..games.tank.radar import observation_dim
         from ..games.tank.rewards import TANK_REWARD
 
         tank = flags.game == "tank"
-        if not tank and (flags.opponent or flags.rounds or flags.workers or flags.league_option):
-            raise ValueError("--opponent, --league-option, --rounds and --workers apply to --game tank only")
+        observation = getattr(flags, "observation", "full")
+        if not tank and (flags.opponent or flags.rounds or flags.workers or flags.league_option or observation != "full"):
+            raise ValueError("--opponent, --league-option, --rounds, --workers and --observation apply to --game tank only")
         if flags.eval_rounds < 0:
             raise ValueError(f"--eval-rounds must be >= 0, got {flags.eval_rounds}")
         opponents = flags.opponent or [LEAGUE]
@@ -112,6 +117,8 @@ class TrainPlan:
                 "(--opponent league --opponent royale:PATH)"
             )
         _check_royale_bots(royale)
+        for opponent in opponents:
+            check_scripted_name(opponent)
         layout = choose_layout(flags.workers, flags.bots, threads_only=bool(royale and not royale_share) or not tank)
         league = _league(flags, opponents, layout) if tank else None
         matches = flags.matches or (TANK_MATCHES if tank else 16)
@@ -120,7 +127,10 @@ class TrainPlan:
             minutes = 5.0 if tank else 1.0
         # PPO's rollout is sized by the agents (matches x bots), its entropy bonus by the league.
         shape = TankShape(matches * (layout.workers or layout.bots), LEAGUE in opponents) if tank else None
-        sizes = (OBS_DIM, ACT_DIM) if tank else (REACH_OBS, REACH_ACT)
+        sizes = (observation_dim(observation), ACT_DIM) if tank else (REACH_OBS, REACH_ACT)
+        server = ServerPlan.from_flags(flags, sizes, TANK_REWARD if tank else None, shape)
+        if tank:
+            _check_memory(observation, server.agent_options, league, royale_share, opponents)
         return cls(
             game=flags.game,
             opponents=tuple(opponents),
@@ -144,7 +154,8 @@ class TrainPlan:
             royale_turns_per_s=flags.royale_turns_per_s or ROYALE_TURNS_PER_S,
             engine=flags.engine,  # numba importable: checked by the command line (arena/cli.py)
             # reach bots send scalar rewards: the server owns no shaping of its own
-            server=ServerPlan.from_flags(flags, sizes, TANK_REWARD if tank else None, shape),
+            server=server,
+            observation=observation,
             flags=dict(vars(flags)),
         )
 
@@ -152,7 +163,7 @@ class TrainPlan:
         """The learning bots' spec (bot ``i`` of the run plays ``bot_spec(url).nth(i)``)."""
         return LearningBotSpec(
             url, self.opponents, self.matches, self.ticks_per_round, self.server.server.token, self.seed, "tank",
-            self.league, engine=self.engine,
+            self.league, engine=self.engine, observation=self.observation,
         )  # fmt: skip
 
     def royale_share_spec(self, url: str) -> LearningBotSpec:
@@ -182,6 +193,24 @@ def member_name(opponent: str) -> str:
     return f"royale:{Path(opponent.removeprefix('royale:')).name}" if opponent.startswith("royale:") else opponent
 
 
+def _check_memory(
+    observation: str, options: Mapping[str, Any], league: LeagueSpec | None, royale_share: list[str], opponents: list[str]
+) -> None:
+    """A recurrent or radar learner plays where its state and its radar are kept: the learning bots and the
+    evaluations. Its own snapshots and live self, Tank Royale's share and policy files as opponents do not yet."""
+    special = [what for what, on in (("--agent-option recurrent", options.get("recurrent")),
+                                     ("--observation radar", observation == "radar")) if on]  # fmt: skip
+    if not special:
+        return
+    what = " and ".join(special)
+    if royale_share:
+        raise ValueError(f"{what}: the league's Tank Royale share plays memoryless, full-observation policies for now")
+    if league is not None and (league.config.max_snapshots or league.config.self_share):
+        raise ValueError(f"{what}: the league's snapshots and self-play play memoryless, full-observation policies for now")
+    if (league is not None and league.files) or any(not is_scripted_name(o) and o != LEAGUE for o in opponents):
+        raise ValueError(f"{what}: the opponents must be scripted bots or the league of them for now")
+
+
 def _check_royale_bots(kinds: list[str]) -> None:
     """Each ``royale:PATH`` names a Tank Royale bot directory (else one line and exit 2, before anything starts)."""
     from ..royale.booter import find_bot
@@ -197,14 +226,18 @@ def _league(flags: argparse.Namespace, opponents: list[str], layout: Layout) -> 
     """The league's spec for ``--opponent league``, else None with the policy files checked."""
     from ..league.commands import check_policy_file, league_spec
 
-    files = [o for o in opponents if o not in (LEAGUE, *SCRIPTED_NAMES) and not o.startswith("royale:")]
+    files = [o for o in opponents if o != LEAGUE and not is_scripted_name(o) and not o.startswith("royale:")]
     if LEAGUE not in opponents:
         if flags.league_option:
             raise ValueError("--league-option applies to the league (--opponent league, the default)")
         for file in files:
             check_policy_file(file)
         return None
-    if "drawn" in opponents:  # a fixed opponent beside the league would be ignored, as the ladder's names are
-        raise ValueError("--opponent drawn beside the league: add it to the league with --league-option drawn=true")
+    drawn = [o for o in opponents if o == "drawn" or o.startswith("drawn:")]
+    if drawn:  # a fixed opponent beside the league would be ignored, as the ladder's names are
+        raise ValueError(
+            f"--opponent {drawn[0]} beside the league: the league plays the population already (its families: "
+            "--league-option drawn_movements=A+B, drawn_targetings, drawn_power_rules)"
+        )
     directory = flags.out / "league"
     return league_spec(files, flags.league_option, directory, flags.resume, exclusive=(layout.workers or layout.bots) == 1)

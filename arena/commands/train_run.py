@@ -50,7 +50,8 @@ def _compile_engine(plan: TrainPlan) -> None:
     """
     from .compile import compile_kernels
 
-    drawn = "drawn" in (*plan.opponents, *plan.eval_opponents)  # the population's kernel only for a run that plays it
+    # The population's kernel only for a run that plays it (``drawn``, or ``drawn:...`` narrowed).
+    drawn = any(o.partition(":")[0] == "drawn" for o in (*plan.opponents, *plan.eval_opponents))
     result = compile_kernels(ppo=plan.agent == "ppo", tank=plan.engine == "numba" and plan.tank, drawn=drawn)
     if result is not None:
         print(f"arena train: {result[0]}", flush=True)

@@ -11,7 +11,14 @@ import os
 from typing import Any
 
 from ..defaults import TANK_MATCHES
-from .options import SCRIPTED_NAMES, add_engine_flag, positive_float, positive_int
+from .options import SCRIPTED_NAMES, add_engine_flag, is_scripted_name, positive_float, positive_int
+
+
+def _scripted(text: str) -> str:
+    """``--opponent``'s type: a scripted bot's name (its families are checked when the bot is built)."""
+    if not is_scripted_name(text):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(SCRIPTED_NAMES)} or drawn:PARTS)")
+    return text
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -33,8 +40,9 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     worker.add_argument(
         "--opponent",
         action="append",
-        choices=SCRIPTED_NAMES,
-        help="scripted opponent; repeat for a mix spread over the matches (default: sitting)",
+        type=_scripted,
+        help=f"scripted opponent ({', '.join(SCRIPTED_NAMES)} or drawn:PARTS); repeat for a mix spread over the "
+        "matches (default: sitting)",
     )
     worker.add_argument(
         "--matches", type=positive_int, default=TANK_MATCHES, help=f"parallel matches (default: {TANK_MATCHES})"

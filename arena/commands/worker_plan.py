@@ -11,6 +11,7 @@ import argparse
 from dataclasses import dataclass
 
 from ..bots.spec import LearningBotSpec
+from .options import check_scripted_name
 
 __all__ = ["WorkerPlan"]
 
@@ -58,6 +59,8 @@ class WorkerPlan:
         from ..games.tank.actions import ACT_DIM
         from ..games.tank.observation import OBS_DIM
 
+        for opponent in flags.opponent or ():
+            check_scripted_name(opponent)
         name = flags.name or f"worker-{socket.gethostname()}"
         ClientConfig(flags.url, name, OBS_DIM, ACT_DIM, n_agents=flags.matches, token=flags.token)  # bad URL: one line now
         seed = flags.seed if flags.seed is not None else random.SystemRandom().randrange(2**31)

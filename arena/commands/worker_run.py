@@ -54,7 +54,8 @@ def _compile_engine(plan: WorkerPlan) -> None:
     and say where they are cached; nothing with ``--engine numpy``."""
     from .compile import compile_kernels
 
-    drawn = "drawn" in plan.spec.opponents  # the population's kernel only for a worker that plays it
+    # The population's kernel only for a worker that plays it (``drawn``, or ``drawn:...`` narrowed).
+    drawn = any(o.partition(":")[0] == "drawn" for o in plan.spec.opponents)
     result = compile_kernels(ppo=False, tank=plan.spec.engine == "numba", drawn=drawn)
     if result is not None:
         print(f"arena worker: {result[0]}", flush=True)

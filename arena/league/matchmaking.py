@@ -93,6 +93,15 @@ class LeagueConfig:
     that population. Independent of ``scripted``. On by default since three five-seed runs beside the four-bot
     league met the main job's targets against the scripted bots more often, with a far better worst seed
     (docs/agents.md, "The population becomes the default"); ``drawn=false`` is the four-bot league."""
+    drawn_movements: str = ""
+    """The movement families ``drawn`` draws from, ``+``-joined (``orbiting+random``); empty (the default): all
+    nine (``arena.games.tank.drawn.MOVEMENTS``). With ``drawn_targetings`` and ``drawn_power_rules``, the
+    population's composition: what an ablation leaves out (docs/arena.md). The run's evaluations play the same
+    narrowed population."""
+    drawn_targetings: str = ""
+    """The targeting families ``drawn`` draws from (``none+head_on+linear+circular+random_offset``); empty: all."""
+    drawn_power_rules: str = ""
+    """The fire-power rules ``drawn`` draws from (``fixed+distance+energy``); empty: all."""
 
     def __post_init__(self) -> None:
         for name in ("snapshot_every", "win_rate_memory"):
@@ -114,8 +123,32 @@ class LeagueConfig:
         for name in ("snapshots_as_one", "scripted", "drawn"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"league {name} must be true or false, got {getattr(self, name)!r}")
+        parts = {"movements": self.drawn_movements, "targetings": self.drawn_targetings, "power_rules": self.drawn_power_rules}
+        if not all(isinstance(value, str) for value in parts.values()):
+            raise ValueError(f"league drawn_* options must be strings of names joined by '+', got {parts!r}")
+        if any(parts.values()):
+            if not self.drawn:
+                raise ValueError("league drawn_movements, drawn_targetings and drawn_power_rules apply with drawn=true")
+            self.drawn_source  # noqa: B018  # checks the names (one line naming the unknown one)
         if not (isinstance(self.exponent, (int, float)) and math.isfinite(self.exponent) and 0.0 <= self.exponent <= 10.0):
             raise ValueError(f"league exponent must be a number in [0, 10], got {self.exponent!r}")
+
+    @property
+    def drawn_source(self) -> str:
+        """The population's bot name: ``drawn``, or ``drawn:movements=...`` narrowed by the ``drawn_*`` options.
+
+        Raises:
+            ValueError: a family those options name is unknown.
+        """
+        parts = {"movements": self.drawn_movements, "targetings": self.drawn_targetings, "power_rules": self.drawn_power_rules}
+        if not any(parts.values()):
+            return DRAWN
+        from ..games.tank.drawn import population_name  # the tank's families (and numba) only when narrowed
+
+        try:
+            return population_name(**parts)
+        except ValueError as exc:
+            raise ValueError(f"league drawn_* options: {exc}") from None
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> LeagueConfig:
@@ -125,6 +158,9 @@ class LeagueConfig:
         for key, text in options.items():
             if key not in types:
                 raise ValueError(f"unknown league option {key!r} (choose from {', '.join(types)})")
+            if types[key] in (str, "str"):
+                values[key] = text.strip()
+                continue
             if types[key] in (bool, "bool"):
                 flag = {"true": True, "1": True, "false": False, "0": False}.get(text.strip().lower())
                 if flag is None:
@@ -176,7 +212,7 @@ class League:
         """
         members = [Member(name, "scripted", name) for name in scripted] if config.scripted else []
         if config.drawn and all(m.name != DRAWN for m in members):
-            members.append(Member(DRAWN, "scripted", DRAWN))
+            members.append(Member(DRAWN, "scripted", config.drawn_source))
         members += [Member(name, "file", path) for name, path in files.items()]
         if config.self_share > 0:
             members.append(Member(SELF, "self"))
@@ -314,9 +350,11 @@ class League:
         has_drawn = any(m.name == DRAWN for m in league.members)
         if league.config.drawn and not has_drawn:  # turned on at resume: after the other scripted members
             scripted = [i for i, m in enumerate(league.members) if m.kind == "scripted"]
-            league.members.insert(scripted[-1] + 1 if scripted else 0, Member(DRAWN, "scripted", DRAWN))
+            league.members.insert(scripted[-1] + 1 if scripted else 0, Member(DRAWN, "scripted", league.config.drawn_source))
         elif not league.config.drawn and has_drawn:
             league.members = [m for m in league.members if m.name != DRAWN]
+        elif has_drawn:  # its families as the config now says (its record is kept: the same member, narrowed or widened)
+            league.member(DRAWN).source = league.config.drawn_source
         while len(league.snapshots()) > league.config.max_snapshots:  # a smaller cap given on resume
             league._evict()
         if not league.opponents():

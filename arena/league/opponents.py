@@ -57,7 +57,7 @@ class LeagueSpec:
         c = self.config
         parts = [", ".join(self.scripted) if c.scripted else "no scripted bots", *(name for name, _ in self.files)]
         if c.drawn:
-            parts.insert(1, "drawn (new parts every round)")
+            parts.insert(1, f"{c.drawn_source} (new parts every round)")
         if c.max_snapshots:
             parts.append(f"up to {c.max_snapshots} snapshots, one every {c.snapshot_every} updates")
         if c.self_share:
@@ -128,8 +128,8 @@ class LeagueOpponents:
     def _make(self, name: str) -> Controller:
         seed = self.seed + 7919 * (1 + sum(map(ord, name)))
         member = self.league.member(name)
-        if member.kind == "scripted":
-            return ScriptedController(name, self.n_matches, seed, self.engine)
+        if member.kind == "scripted":  # the source: the ladder bot's name, or the population's with its families
+            return ScriptedController(member.source or name, self.n_matches, seed, self.engine)
         if member.kind == "self":
             self._self = _LiveSelf(seed)
             if self._learner is not None:
@@ -187,8 +187,9 @@ class _LiveSelf(PolicyController):
         self.policy: Policy | None = None  # type: ignore[assignment]
         self.stochastic = True
         self.rng = np.random.default_rng(seed)
+        self.observation = "full"  # memoryless and full-observation learners only (arena train refuses the others)
 
-    def act(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+    def act(self, obs: NDArray[np.float32], rows: NDArray[np.intp] | None = None) -> NDArray[np.float32]:
         if self.policy is None:  # before the first act of the learner: stand still
             return np.zeros((len(obs), ACT_DIM), np.float32)
-        return super().act(obs)
+        return self.policy.sample(obs, self.rng, deterministic=not self.stochastic)

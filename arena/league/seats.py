@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from ..bots.play import Controller, ScriptedController
+from ..bots.play import Controller, PolicyController, ScriptedController
 
 __all__ = ["MixedSeat"]
 
@@ -63,8 +63,8 @@ class MixedSeat:
         """Write the actions of tank ``slot`` of every match into ``out`` (matches, tanks, act_dim)."""
         seat_obs = obs[:, self.slot]
         for controller, rows, scripted in self.groups():
-            if scripted:  # its per-tank state is indexed by match
-                assert isinstance(controller, ScriptedController)
+            if scripted or isinstance(controller, PolicyController):  # per-match state (a recurrent policy's too)
+                assert isinstance(controller, ScriptedController | PolicyController)
                 out[rows, self.slot] = controller.act(seat_obs[rows], rows=rows)
             else:
                 out[rows, self.slot] = controller.act(seat_obs[rows])

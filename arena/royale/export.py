@@ -23,6 +23,7 @@ from bot_protocol import Weights, encode
 from ..bots.policies import load_weights
 from ..games.tank.actions import ACT_DIM
 from ..games.tank.observation import OBS_DIM
+from ..games.tank.radar import RADAR_OBS_DIM
 from ..games.tank.rules import TankRules
 
 __all__ = ["export_royale_bot"]
@@ -70,10 +71,11 @@ def export_royale_bot(source: Path, out: Path, rules: TankRules | None = None, a
             f"a mixed_mlp policy ({weights.arch.actions.describe()}) picks discrete actions, and a Tank Royale "
             f"tank acts in {ACT_DIM} continuous dims: export a continuous-action policy"
         )
-    if weights.arch.recurrent is not None:
-        raise ValueError("a recurrent policy keeps a state the Tank Royale bot does not carry yet: export a memoryless one")
-    if weights.arch.obs_dim != OBS_DIM or layers[-1] != ACT_DIM:
-        raise ValueError(f"the policy maps {weights.arch.obs_dim} → {layers[-1]}, not the tank arena's {OBS_DIM} → {ACT_DIM}")
+    if weights.arch.obs_dim not in (OBS_DIM, RADAR_OBS_DIM) or layers[-1] != ACT_DIM:
+        raise ValueError(
+            f"the policy maps {weights.arch.obs_dim} → {layers[-1]}, not the tank arena's {OBS_DIM} → {ACT_DIM} "
+            f"(or {RADAR_OBS_DIM} → {ACT_DIM} on the radar observation)"
+        )
     if out.exists():
         if not (out / "policy.weights").is_file():
             raise ValueError(f"-o {out}: exists and is not an exported bot; choose a new directory")

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from ..bots.play import Controller, MatchObserver
 from ..games.tank.actions import ACT_DIM
 from ..games.tank.engine import TankBattle
+from ..games.tank.radar import Sight
 from ..games.tank.rules import TankRules
 from .booter import BootedBot, exit_status, find_bot
 from .game import RoyaleGame
@@ -124,15 +125,17 @@ class RoyaleGameRunner:
                 self.observer.round_started(battle, np.ones(M, bool))
             bots.send(game.round_started())
             actions = np.zeros((M, T, ACT_DIM), np.float32)
+            on_radar = {t: getattr(player, "observation", "full") == "radar" for t, player in self.local.items()}
+            sight = Sight(battle, any(on_radar.values()))  # a local policy of the radar observation sees its radar's
             started, cpu = time.perf_counter(), time.process_time()
             while not game.finished.all():
                 if self.local:
-                    obs = battle.observe()
+                    obs, seen = sight.observe()
                     for t, player in self.local.items():
-                        actions[:, t] = player.act(obs[:, t])
+                        actions[:, t] = player.act((seen if on_radar[t] else obs)[:, t])
                 game.fill(actions)
                 tally.game_turns += int(np.count_nonzero(~battle.round_over))
-                info = battle.step(actions)
+                info = sight.step(actions)
                 tally.turns += 1
                 if self.observer is not None:
                     self.observer.ticked(battle, actions)
@@ -149,7 +152,7 @@ class RoyaleGameRunner:
                 await bots.wait_turn(self.turn_timeout)
                 restart = ended & ~game.finished
                 if restart.any():
-                    battle.reset(restart)
+                    sight.reset(restart)
                     for player in self.local.values():
                         player.reset(restart)
                     if self.observer is not None:

@@ -4,11 +4,14 @@
 ``DIR/<NAME>.py`` (see :mod:`arena.royale.export`). It needs numpy, msgpack and
 robocode-tank-royale, nothing of Arena Trainer.
 
-Each turn it rebuilds the arena's 25-column observation from its own state and the enemy's last
-scan, runs the policy (sampling, as it trained; ``ARENA_POLICY_MEAN=1`` uses the mean action) and
-sends the action as a ``bot-intent``. The policy's radar column is not used: the arena's
-observation is perfect information, so the bot keeps its radar locked on the enemy instead.
-``ARENA_BOT_LOG=FILE`` writes one JSON line per turn for checking the bot against the arena.
+Each turn it rebuilds the arena's observation from its own state and the enemy's last scan, runs
+the policy (sampling, as it trained; ``ARENA_POLICY_MEAN=1`` uses the mean action) and sends the
+action as a ``bot-intent``. A policy of the full observation (25 columns) was trained on perfect
+information, so its radar column is not used and the bot keeps its radar locked on the enemy
+instead. A policy of the radar observation (28 columns: the radar's direction and the scan's age
+follow) was trained on what its own radar saw, so it turns its own radar, and a recurrent one
+carries its state from turn to turn (zeros at each round's start). ``ARENA_BOT_LOG=FILE`` writes one
+JSON line per turn for checking the bot against the arena.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ from robocode_tank_royale.bot_api.events.scanned_bot_event import ScannedBotEven
 
 from bot_protocol import Policy, Weights, decode_from_server  # noqa: E402
 
-OBS_DIM, ACT_DIM = 25, 5
+OBS_DIM, RADAR_OBS_DIM, ACT_DIM = 25, 28, 5
 LEAD_POWER = 2.0
+SCAN_AGE_TICKS = 100.0
 
 
 def _rules() -> dict[str, float]:
@@ -111,6 +115,22 @@ def observe(
     return o.astype(np.float32)
 
 
+def observe_radar(
+    me: dict[str, float],
+    enemy: dict[str, float] | None,
+    enemies_alive: int,
+    width: float,
+    height: float,
+    rules: dict[str, float],
+    age: float,
+) -> np.ndarray:
+    """The arena's radar observation (``arena.games.tank.radar``): :func:`observe`, then the radar's direction
+    relative to the body and the scan's age in turns (``age``; inf before the first scan)."""
+    radar = (me["radar_direction"] - me["direction"]) * (math.pi / 180.0)
+    extra = [math.sin(radar), math.cos(radar), min(age / SCAN_AGE_TICKS, 1.0)]
+    return np.concatenate([observe(me, enemy, enemies_alive, width, height, rules), np.array(extra, np.float32)])
+
+
 def next_speed(speed: float, target: float, rules: dict[str, float]) -> float:
     """The speed after one turn of driving toward ``target`` (Tank Royale's calcNewBotSpeed, as the arena)."""
     vmax = rules.get("max_speed", 8.0)
@@ -135,11 +155,15 @@ class ArenaPolicyBot(Bot):
         self.enemy: dict[str, float] | None = None
         self.enemy_id: int | None = None
         self.seen_turn = -1
+        self.on_radar = self.policy.obs_dim == RADAR_OBS_DIM
+        """A radar-observation policy turns its own radar; a full-observation one has it locked on the enemy."""
+        self.state = self.policy.initial_state(1)
         log = os.environ.get("ARENA_BOT_LOG")
         self.log = open(log, "a", encoding="utf-8") if log else None  # noqa: SIM115
 
     def on_round_started(self, round_started_event: RoundStartedEvent) -> None:
         self.enemy, self.enemy_id, self.seen_turn = None, None, -1
+        self.state = self.policy.initial_state(1)
 
     def on_scanned_bot(self, scanned_bot_event: ScannedBotEvent) -> None:
         e = scanned_bot_event
@@ -156,8 +180,9 @@ class ArenaPolicyBot(Bot):
             self.enemy, self.enemy_id = None, None
 
     def run(self) -> None:
-        self.adjust_radar_for_body_turn = True  # the radar turns on its own: the lock below is absolute
-        self.adjust_radar_for_gun_turn = True
+        # The lock below is absolute, so its radar turns on its own; a radar policy's rides on the gun, as in the arena.
+        self.adjust_radar_for_body_turn = not self.on_radar
+        self.adjust_radar_for_gun_turn = not self.on_radar
         while self.running:
             me = {
                 "x": self.x,
@@ -167,12 +192,24 @@ class ArenaPolicyBot(Bot):
                 "energy": self.energy,
                 "gun_direction": self.gun_direction,
                 "gun_heat": self.gun_heat,
+                "radar_direction": self.radar_direction,
             }
-            obs = observe(me, self.enemy, self.enemy_count, self.arena_width, self.arena_height, self.rules)
-            actions, _ = self.policy.act(obs[None], self.rng, deterministic=not self.stochastic)
+            world = (me, self.enemy, self.enemy_count, self.arena_width, self.arena_height, self.rules)
+            if self.on_radar:
+                age = math.inf if self.enemy is None else float(self.turn_number - self.seen_turn)
+                obs = observe_radar(*world, age)
+            else:
+                obs = observe(*world)
+            if self.policy.state_size:
+                (actions, _), self.state = self.policy.step(obs[None], self.state, self.rng, not self.stochastic)
+            else:
+                actions, _ = self.policy.act(obs[None], self.rng, deterministic=not self.stochastic)
             action = np.clip(np.nan_to_num(actions[0].astype(np.float64)), -1.0, 1.0)
             self._intend(action)
-            self._radar()
+            if self.on_radar:
+                self.radar_turn_rate = float(action[4]) * self.rules.get("max_radar_turn_rate", 45.0)
+            else:
+                self._radar()
             if self.log is not None:
                 self.log.write(
                     json.dumps(

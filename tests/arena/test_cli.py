@@ -42,7 +42,8 @@ def test_train_then_resume_continues_the_policy_version(tmp_path, capsys):
     assert (out / "metrics.jsonl").read_text().count("\n") == first["updates"]
     assert list((out / "checkpoints").glob("*.pt")) and (out / "learning_curve.png").is_file()
     assert (out / "report.html").is_file() and (out / "report.png").is_file()
-    assert {row["opponent"] for row in first["evaluation"]["opponents"]} == {"sitting", "spinner", "walker", "tracker"}
+    evaluated = {row["opponent"] for row in first["evaluation"]["opponents"]}
+    assert evaluated == {"sitting", "spinner", "walker", "tracker", "drawn"}
     # The figures shown are the returned policy's on fresh rounds, not the rounds it was selected on (kept, labelled).
     fresh, chosen_on = first["evaluation"], first["selection_evaluation"]
     assert (fresh["rounds_of"], chosen_on["rounds_of"]) == ("fresh", "selection") and fresh["seed"] != chosen_on["seed"]
@@ -87,6 +88,30 @@ def test_train_then_resume_continues_the_policy_version(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main([*league, "--panel", str(tmp_path / "empty")]) == 2
     assert "no Tank Royale bot directory" in capsys.readouterr().err
+
+
+def test_train_a_recurrent_policy_on_the_radar_observation_then_match_and_export_it(tmp_path, capsys):
+    """`--observation radar --agent-option recurrent=gru`: the learner sees its enemy through its own radar and
+    carries a state; the run evaluates it, `arena match` plays it and `arena export --royale` takes it (those two
+    in this process: a second interpreter would only import torch again)."""
+    from arena.cli import main
+    from bot_protocol import Policy, Weights, decode_from_server
+
+    out = tmp_path / "radar"
+    arena("train", "--observation", "radar", "--agent-option", "recurrent=gru", "--agent-option", "recurrent_size=8",
+          "--opponent", "sitting", "--matches", "4", "--rounds", "4", "--ticks-per-round", "100", "--eval-rounds", "2",
+          "--out", str(out))  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] >= 4 and len(summary["evaluation"]["opponents"]) == 4  # the report's evaluation played it
+    assert main(["export", str(out), "-o", str(tmp_path / "w.weights")]) == 0
+    weights = decode_from_server((tmp_path / "w.weights").read_bytes())
+    assert isinstance(weights, Weights) and weights.arch.obs_dim == 28 and weights.arch.recurrent is not None
+    assert Policy.from_weights(weights).state_size == 8
+    capsys.readouterr()
+    assert main(["match", "--bot", str(out), "--bot", "sitting", "--rounds", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rounds"] == 2
+    assert main(["export", str(out), "--royale", "-o", str(tmp_path / "RadarBot")]) == 0
+    assert (tmp_path / "RadarBot" / "policy.weights").is_file()
 
 
 def test_train_reach_game(tmp_path):
@@ -137,7 +162,8 @@ def test_match_json_and_export_round_trip(tmp_path, tiny_run, capsys):
         ("train", "--agent-option", "no_such_field=1"),
         ("train", "--agent-option", "clip_epsilon=2"),
         ("train", "--agent", "td3", "--agent-option", "entropy_coef=0"),
-        ("train", "--agent-option", "recurrent=gru"),
+        ("train", "--agent-option", "recurrent=gru", "--league-option", "self_share=0.2"),
+        ("train", "--observation", "sonar"),
         ("train", "--league-option", "exponent=-1"),
         ("train", "--league-option", "snapshot_every"),
         ("train", "--league-option", "no_such_option=1"),

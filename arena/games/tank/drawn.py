@@ -27,7 +27,17 @@ from .rules import DEFAULT_RULES, TankRules
 from .scripted import ScriptedBot, View
 from .scripted_kernels import rule_params
 
-__all__ = ["DEFAULT_RANGES", "MOVEMENTS", "POWER_RULES", "TARGETINGS", "Drawn", "DrawnRanges"]
+__all__ = [
+    "DEFAULT_RANGES",
+    "MOVEMENTS",
+    "PARTS",
+    "POWER_RULES",
+    "TARGETINGS",
+    "Drawn",
+    "DrawnRanges",
+    "population_name",
+    "population_ranges",
+]
 
 Range = tuple[float, float]
 
@@ -125,6 +135,51 @@ class DrawnRanges:
 
 
 DEFAULT_RANGES = DrawnRanges()
+
+PARTS: dict[str, tuple[str, ...]] = {"movements": MOVEMENTS, "targetings": TARGETINGS, "power_rules": POWER_RULES}
+"""The parts a population may be narrowed to by name (``drawn:movements=...``), with every family of each."""
+
+
+def population_name(**families: tuple[str, ...] | str) -> str:
+    """The bot name of a population drawing from the given families only (``+``-joined strings or tuples; an
+    empty one: every family). ``drawn`` itself when nothing is narrowed, else e.g.
+    ``drawn:movements=orbiting+random,targetings=linear``: a plain string, so it travels wherever a scripted
+    bot's name does (league members, evaluations, ``arena match --bot``). ValueError names what is unknown."""
+    given = {key: tuple(n for n in c.split("+") if n) if isinstance(c, str) else tuple(c) for key, c in families.items()}
+    for key in given:
+        if key not in PARTS:
+            raise ValueError(f"unknown part {key!r} of a drawn population (choose from {', '.join(PARTS)})")
+    DrawnRanges(**{key: names for key, names in given.items() if names})  # type: ignore[arg-type]  # known, distinct
+    narrowed = [
+        (key, [n for n in PARTS[key] if n in given[key]])
+        for key in PARTS
+        if set(given.get(key) or PARTS[key]) != set(PARTS[key])
+    ]
+    return "drawn" + (":" + ",".join(f"{key}={'+'.join(names)}" for key, names in narrowed) if narrowed else "")
+
+
+def population_ranges(name: str) -> DrawnRanges:
+    """What :func:`population_name` wrote, read back: the ranges of ``drawn`` (all) or ``drawn:KEY=A+B,...``.
+
+    Raises:
+        ValueError: not such a name, an unknown part or family, or a part given twice (one line).
+    """
+    head, _, spec = name.partition(":")
+    if head != "drawn" or (_ and not spec):
+        raise ValueError(f"not a drawn population: {name!r} (drawn, or drawn:movements=A+B,targetings=C,power_rules=D)")
+    families: dict[str, tuple[str, ...]] = {}
+    for item in spec.split(",") if spec else ():
+        key, eq, value = item.partition("=")
+        if key not in PARTS:
+            raise ValueError(f"{name!r}: unknown part {key!r} of a drawn population (choose from {', '.join(PARTS)})")
+        if not eq or not value or key in families:
+            raise ValueError(f"{name!r}: give each part once, as {key}=A+B")
+        families[key] = tuple(value.split("+"))
+    try:
+        return DrawnRanges(**families)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ValueError(f"{name!r}: {exc}") from None
+
 
 _DRAWN = ("speed", "turn", "distance", "period", "flip", "change", "stop", "go", "margin", "switch", "lead", "spread",
           "power", "power_k", "power_min", "power_max", "power_per_energy", "tolerance")  # fmt: skip

@@ -13,6 +13,8 @@ rules, and change nothing.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -20,7 +22,16 @@ from .geometry import DEG, clip
 from .rules import TankRules
 from .state import TankState
 
-__all__ = ["LEAD_POWER", "OBS_DIM", "OBS_FIELDS", "build_observation", "lead_direction", "nearest_enemy"]
+__all__ = [
+    "LEAD_POWER",
+    "OBS_DIM",
+    "OBS_FIELDS",
+    "Enemy",
+    "build_observation",
+    "enemy_columns",
+    "lead_direction",
+    "nearest_enemy",
+]
 
 OBS_FIELDS: tuple[str, ...] = (
     "x",  # 0  own x / width * 2 - 1
@@ -96,22 +107,38 @@ def lead_direction(
     Aiming head-on misses any moving tank beyond close range; this is the point a gun
     must lead to. It feeds the observation and the aim shaping term (``gun_bearing_abs``).
     """
-    s, r = state, rules
+    s = state
     if s.x.shape[1] == 2:
         e_heading, e_vel = s.heading[:, ::-1], s.velocity[:, ::-1]
     else:
         e_heading, e_vel = np.take_along_axis(s.heading, j, 1), np.take_along_axis(s.velocity, j, 1)
     eh = e_heading * DEG
-    vx, vy = e_vel * np.cos(eh), e_vel * np.sin(eh)
+    return _lead(s.x, s.y, dx, dy, (np.cos(eh), np.sin(eh)), e_vel, has, rules)
+
+
+def _lead(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    dx: NDArray[np.float64],
+    dy: NDArray[np.float64],
+    heading: tuple[NDArray[np.float64], NDArray[np.float64]],
+    e_vel: NDArray[np.float64],
+    has: NDArray[np.bool_],
+    rules: TankRules,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`lead_direction` from an enemy given as arrays: offset (dx, dy), heading (its cos, sin), velocity."""
+    r = rules
+    ceh, seh = heading
+    vx, vy = e_vel * ceh, e_vel * seh
     speed = r.bullet_speed_base - r.bullet_speed_factor * LEAD_POWER
     rad = r.tank_radius
-    ex, ey = s.x + dx, s.y + dy
+    ex, ey = x + dx, y + dy
     px, py = ex, ey
     for _ in range(3):  # fixed-point iteration on the flight time, as Robocode's linear targeting does
-        t = np.hypot(px - s.x, py - s.y) / speed + 1.0
+        t = np.hypot(px - x, py - y) / speed + 1.0
         px = clip(ex + vx * t, rad, r.width - rad)
         py = clip(ey + vy * t, rad, r.height - rad)
-    lx, ly = px - s.x, py - s.y
+    lx, ly = px - x, py - y
     inv = has / np.maximum(np.hypot(lx, ly), 1e-12)
     return lx * inv, ly * inv
 
@@ -139,12 +166,6 @@ def build_observation(state: TankState, rules: TankRules) -> NDArray[np.float32]
     buf[6] = sg * ch - cg * sh  # sin(gun - heading)
     buf[7] = cg * ch + sg * sh
     buf[8] = s.gun_heat * (1.0 / r.start_gun_heat)
-    # Enemy part: the unit vector to the enemy is 0 where no enemy is alive, which zeroes the angles.
-    inv_d = has / np.maximum(dist, 1e-12)
-    ux, uy = dx * inv_d, dy * inv_d
-    buf[9] = uy * ch - ux * sh  # sin(enemy direction - heading)
-    buf[10] = ux * ch + uy * sh
-    buf[11] = dist * (has / r.max_distance)
     if T == 2:
         e_energy, e_vel = s.energy[:, ::-1], s.velocity[:, ::-1]
         seh, ceh = sh[:, ::-1], ch[:, ::-1]
@@ -153,12 +174,7 @@ def build_observation(state: TankState, rules: TankRules) -> NDArray[np.float32]
         e_vel = np.take_along_axis(s.velocity, j, 1)
         seh = np.take_along_axis(sh, j, 1)
         ceh = np.take_along_axis(ch, j, 1)
-    buf[12] = e_energy * (has / r.start_energy)
-    buf[13] = (seh * ch - ceh * sh) * has  # sin(enemy heading - heading)
-    buf[14] = (ceh * ch + seh * sh) * has
-    buf[15] = e_vel * (has / r.max_speed)
-    buf[16] = uy * cg - ux * sg  # sin(enemy direction - gun heading)
-    buf[17] = ux * cg + uy * sg
+    enemy_columns(buf, s.x, s.y, (sh, ch, sg, cg), Enemy(has, dx, dy, dist, e_energy, seh, ceh, e_vel), r)
     # Wall rays: free travel of the centre inside [R, W-R] x [R, H-R] ahead, left, behind, right.
     rad = r.tank_radius
     east = r.width - rad - s.x
@@ -179,7 +195,50 @@ def build_observation(state: TankState, rules: TankRules) -> NDArray[np.float32]
     np.minimum(np.minimum(ws, sc) * inv, 1.0, out=buf[21])
     n_alive = s.alive.sum(axis=1, keepdims=True)
     buf[22] = (n_alive - s.alive) * (1.0 / 7.0)
-    lux, luy = lead_direction(s, r, has, dx, dy, j)
+    return buf.transpose(1, 2, 0).astype(np.float32)
+
+
+class Enemy(NamedTuple):
+    """The enemy a tank's observation describes, per tank (M, T): the nearest living one, or (the radar
+    observation) the one its radar last scanned. ``has``: there is one (else its columns are 0)."""
+
+    has: NDArray[np.bool_]
+    dx: NDArray[np.float64]
+    """Its centre minus the tank's."""
+    dy: NDArray[np.float64]
+    dist: NDArray[np.float64]
+    energy: NDArray[np.float64]
+    sin_heading: NDArray[np.float64]
+    """sin of its body heading (absolute)."""
+    cos_heading: NDArray[np.float64]
+    velocity: NDArray[np.float64]
+
+
+def enemy_columns(
+    buf: NDArray[np.float64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    own: tuple[NDArray[np.float64], ...],
+    enemy: Enemy,
+    rules: TankRules,
+) -> None:
+    """Write the enemy's columns (9-17, 23-24) of ``buf`` (columns first: ``buf[c]`` is (M, T)) for tanks at
+    ``x, y`` whose body and gun headings have the sines and cosines ``own = (sh, ch, sg, cg)``."""
+    r, e = rules, enemy
+    sh, ch, sg, cg = own
+    # The unit vector to the enemy is 0 where there is none, which zeroes the angles.
+    inv_d = e.has / np.maximum(e.dist, 1e-12)
+    ux, uy = e.dx * inv_d, e.dy * inv_d
+    buf[9] = uy * ch - ux * sh  # sin(enemy direction - heading)
+    buf[10] = ux * ch + uy * sh
+    buf[11] = e.dist * (e.has / r.max_distance)
+    buf[12] = e.energy * (e.has / r.start_energy)
+    seh, ceh = e.sin_heading, e.cos_heading
+    buf[13] = (seh * ch - ceh * sh) * e.has  # sin(enemy heading - heading)
+    buf[14] = (ceh * ch + seh * sh) * e.has
+    buf[15] = e.velocity * (e.has / r.max_speed)
+    buf[16] = uy * cg - ux * sg  # sin(enemy direction - gun heading)
+    buf[17] = ux * cg + uy * sg
+    lux, luy = _lead(x, y, e.dx, e.dy, (ceh, seh), e.velocity, e.has, r)
     buf[23] = luy * cg - lux * sg  # sin(lead direction - gun heading)
     buf[24] = lux * cg + luy * sg
-    return buf.transpose(1, 2, 0).astype(np.float32)

@@ -22,11 +22,13 @@ EXTRA_SCRIPTED: tuple[str, ...] = ("drawn",)
 def make_scripted(
     name: str, n: int, seed: int = 0, rules: TankRules = DEFAULT_RULES, engine: EngineName = "numpy"
 ) -> ScriptedBot:
-    """A scripted bot by name, driving ``n`` tanks (``engine="numba"``: compiled). ValueError lists the valid names."""
-    if name in EXTRA_SCRIPTED:
-        from .drawn import Drawn  # its kernel module imports numba, which a numpy-only run never needs
+    """A scripted bot by name, driving ``n`` tanks (``engine="numba"``: compiled). ValueError lists the valid names.
 
-        return Drawn(n, seed, rules, engine)
+    ``drawn:movements=A+B,...`` is the population narrowed to those families (:func:`~.drawn.population_name`)."""
+    if name in EXTRA_SCRIPTED or name.startswith("drawn:"):
+        from .drawn import Drawn, population_ranges  # its kernel module imports numba, which a numpy-only run never needs
+
+        return Drawn(n, seed, rules, engine, population_ranges(name))
     try:
         cls = SCRIPTED[name]
     except KeyError:

@@ -43,8 +43,21 @@ def test_drawn_is_a_fixed_opponent_or_a_league_member(tmp_path):
     assert made.league is not None and made.league.config.drawn and "drawn" in made.describe()
     # Trained against the population, the run also picks and reports its policy on fresh draws of it.
     assert made.eval_opponents == ("sitting", "spinner", "walker", "tracker", "drawn")
+    narrowed = plan("--league-option", "drawn_targetings=none+head_on", "--out", str(tmp_path))
+    assert narrowed.eval_opponents[-1] == "drawn:targetings=none+head_on" and "drawn:targetings" in narrowed.describe()
+    assert plan("--opponent", "drawn:movements=still", "--out", str(tmp_path)).bot_spec("ws://x").opponents == (
+        "drawn:movements=still",
+    )
     four = plan("--league-option", "drawn=false", "--out", str(tmp_path))
     assert four.eval_opponents == ("sitting", "spinner", "walker", "tracker") and "drawn" not in four.describe()
+
+
+def test_the_radar_observation_sizes_the_learner_and_its_bots(tmp_path):
+    radar = plan("--observation", "radar", "--agent-option", "recurrent=gru", "--out", str(tmp_path))
+    assert radar.server.obs_dim == 28 and radar.observation == "radar"
+    assert radar.bot_spec("ws://x").observation == "radar" and radar.server.agent_options["recurrent"] == "gru"
+    full = plan("--out", str(tmp_path))
+    assert full.server.obs_dim == 25 and full.bot_spec("ws://x").observation == "full"
 
 
 def test_the_leagues_tank_royale_share_is_a_bot_of_its_own(tmp_path):
@@ -65,7 +78,15 @@ def test_the_leagues_tank_royale_share_is_a_bot_of_its_own(tmp_path):
         (["--opponent", "royale:/nonexistent/Bot"], "--opponent royale:/nonexistent/Bot"),
         (["--opponent", "sitting", "--league-option", "self_share=0.5"], "--league-option applies to the league"),
         (["--workers", "1", "--bots", "1"], "do not go together"),
-        (["--opponent", "league", "--opponent", "drawn"], "--league-option drawn=true"),
+        (["--opponent", "league", "--opponent", "drawn"], "the league plays the population already"),
+        (["--game", "reach", "--observation", "radar"], "apply to --game tank only"),
+        (["--observation", "radar", "--league-option", "max_snapshots=2"], "--observation radar: the league's snapshots"),
+        (
+            ["--agent-option", "recurrent=gru", "--opponent", "league", "--opponent", f"royale:{ROYALE_BOT}"],
+            "--agent-option recurrent: the league's Tank Royale share",
+        ),
+        (["--opponent", "drawn:movements=flying"], "'drawn:movements=flying': DrawnRanges.movements"),
+        (["--league-option", "drawn_movements=flying"], "league drawn_\\* options"),
     ],
 )
 def test_a_combination_the_run_cannot_use_is_one_line_before_anything_starts(argv, message, tmp_path):

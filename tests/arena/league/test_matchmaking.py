@@ -213,3 +213,30 @@ def test_a_beaten_opponent_that_wins_again_gets_more_than_its_floor():
     for _ in range(60):
         lg.record("sitting", 0.0)
     assert lg.probabilities()["sitting"] > 1.5 * floor
+
+
+def test_the_populations_families_are_options_and_follow_the_config_on_resume():
+    """``drawn_movements`` / ``drawn_targetings`` / ``drawn_power_rules``: the member plays the narrowed population
+    (its source), the run's evaluations name it the same way; on resume the member keeps its record."""
+    config = LeagueConfig.from_options({"drawn_targetings": "linear+circular", "drawn_movements": " random "})
+    assert config.drawn_source == "drawn:movements=random,targetings=linear+circular"
+    assert LeagueConfig().drawn_source == DRAWN
+    lg = League.start(config, SCRIPTED)
+    assert lg.member(DRAWN).source == config.drawn_source and lg.member(DRAWN).kind == "scripted"
+    lg.record(DRAWN, 1.0)
+    widened = League.from_state(lg.state_dict(), LeagueConfig())
+    assert widened.member(DRAWN).source == DRAWN and widened.member(DRAWN).rounds == 1
+    assert League.from_state(lg.state_dict()).member(DRAWN).source == config.drawn_source  # the saved config
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"drawn_movements": "flying"}, "league drawn_\\* options: .*flying"),
+        ({"drawn_targetings": "linear", "drawn": "false"}, "apply with drawn=true"),
+        ({"drawn_power_rules": "fixed+fixed"}, "distinct"),
+    ],
+)
+def test_a_bad_population_option_is_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        LeagueConfig.from_options(options)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from agents import make_agent
 from agents.checkpoint import CheckpointStore
@@ -168,6 +169,77 @@ def test_exported_bot_plays_in_our_arena_like_the_policy(checkpoint: Path, tmp_p
         applied = watch.actions.get((key[0], key[1] + 1))
         if applied is not None:  # the intent it sent drives the next step: speed, body and gun turn
             np.testing.assert_allclose(applied[:3], np.asarray(r["action"])[:3], atol=1e-5, err_msg=f"intent after {key}")
+
+
+class _RadarWatch(_Watch):
+    """The arena's radar observation of tank 0 after every tick, from a RadarMemory that follows the battle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.memory: Any = None
+
+    def round_started(self, battle: TankBattle, matches: Any) -> None:
+        from arena.games.tank.radar import RadarMemory
+
+        if self.memory is None:
+            self.memory = RadarMemory(battle)
+        self.memory.reset(matches)
+        self.memory.before_step()
+
+    def ticked(self, battle: TankBattle, actions: Any) -> None:
+        self.memory.after_step()
+        key = (int(battle.round[0]), int(battle.tick[0]))
+        self.obs[key] = self.memory.observe()[0, 0].copy()
+        self.actions[key] = np.array(actions[0, 0], np.float64)
+        self.memory.before_step()
+
+
+@pytest.mark.expensive
+def test_an_exported_radar_policy_turns_its_own_radar_and_sees_what_the_arena_shows_it(tmp_path: Path) -> None:
+    """A recurrent policy of the radar observation: over Tank Royale's protocol the bot's observation equals the
+    arena's radar observation every turn (fresh scan or not), its actions are the policy's with its state carried
+    from turn to turn, and the radar turns as the policy says (no lock)."""
+    from arena.games.tank.radar import RADAR_OBS_DIM
+
+    agent = make_agent("ppo", RADAR_OBS_DIM, ACT_DIM, hidden=(32,), recurrent="gru", recurrent_size=8, seed=5)
+    last = [m for m in agent.actor.modules() if isinstance(m, torch.nn.Linear) and m.out_features == ACT_DIM][-1]
+    with torch.no_grad():
+        last.bias[4] = 3.0  # its mean spins the radar (45°/turn): it scans its enemy every few turns, and loses it
+    store = CheckpointStore(tmp_path / "run" / "checkpoints")
+    checkpoint = store.save({"agent": agent.state_dict(), "generation": 1, "version": 3}, PolicyId(1, 3))
+    out = tmp_path / "RadarTrip"
+    export_royale_bot(checkpoint, out)
+    log = tmp_path / "bot.jsonl"
+    watch = _RadarWatch()
+    result = play_royale_match(
+        [RoyaleBotSpec.parse(f"royale:{out}"), ScriptedController("spinner", 1)],
+        RoyaleMatch(
+            1,
+            rules=royale_rules(200),
+            config=RoyaleServerConfig(turn_timeout=1.0),
+            bot_env={"ARENA_BOT_LOG": str(log), "ARENA_POLICY_MEAN": "1"},
+            log_dir=tmp_path,
+        ),
+        MatchListeners(observer=watch),
+    )
+    assert result["rounds"] == 1 and result["royale"]["skipped_turns"] == {"RadarTrip": 0}
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(rows) > 100 and any(r["fresh"] for r in rows) and not all(r["fresh"] for r in rows)
+    policy = load_policy(checkpoint)
+    state = policy.initial_state(1)
+    rng = np.random.default_rng(0)
+    compared = 0
+    for r in rows:  # every turn steps the bot's state, from zeros at the round's start
+        key = (r["round"], r["turn"])
+        if key in watch.obs:
+            np.testing.assert_allclose(r["obs"], watch.obs[key], atol=1e-5, err_msg=f"observation at {key}")
+            compared += 1
+        (acted, _), state = policy.step(np.asarray(r["obs"], np.float32)[None], state, rng, deterministic=True)
+        np.testing.assert_allclose(r["action"], np.clip(acted[0], -1, 1), atol=1e-4, err_msg=f"action at {key}")
+        applied = watch.actions.get((key[0], key[1] + 1))
+        if applied is not None:  # the intent drives the next step, its radar turn included
+            np.testing.assert_allclose(applied[[0, 1, 2, 4]], np.asarray(r["action"])[[0, 1, 2, 4]], atol=1e-5)
+    assert compared > 0.9 * len(rows)
 
 
 @pytest.mark.expensive

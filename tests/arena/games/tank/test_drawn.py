@@ -194,3 +194,44 @@ def test_it_is_a_fixed_opponent_by_name() -> None:
 
     opponent = make_opponent("drawn", 3, seed=1, engine="numba")
     assert isinstance(opponent, ScriptedController)
+
+
+def test_a_population_narrowed_by_name_draws_only_its_families(capsys: pytest.CaptureFixture[str]) -> None:
+    """``drawn:movements=A+B,...``: the name :func:`population_name` writes, read back by make_scripted and
+    ``arena match --bot``; the same families in any order make the same name."""
+    from arena.cli import main
+    from arena.games.tank.drawn import population_name, population_ranges
+
+    assert population_name() == population_name(movements="", targetings=TARGETINGS) == "drawn"
+    name = population_name(movements="random+orbiting", power_rules=("fixed",))
+    assert name == "drawn:movements=orbiting+random,power_rules=fixed"
+    assert population_ranges(name) == DrawnRanges(movements=("orbiting", "random"), power_rules=("fixed",))
+    bot = make_scripted(name, 600, seed=2)
+    assert isinstance(bot, Drawn)
+    drawn_moves = {MOVEMENTS[int(m)] for m in bot.params[:, PARAMS.index("move")]}
+    assert drawn_moves == {"orbiting", "random"} and set(bot.params[:, PARAMS.index("power_rule")]) == {0.0}
+    assert len({TARGETINGS[int(t)] for t in bot.params[:, PARAMS.index("target")]}) == len(TARGETINGS)
+
+    assert main(["match", "--bot", "drawn:targetings=none", "--bot", "sitting", "--rounds", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [b["name"] for b in report["bots"]] == ["drawn:targetings=none", "sitting"]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("drawn:", "not a drawn population"),
+        ("drawn:moves=still", "unknown part 'moves'"),
+        ("drawn:movements=flying", "must be distinct names from"),
+        ("drawn:movements=still,movements=walls", "give each part once"),
+        ("drawn:targetings=", "give each part once"),
+    ],
+)
+def test_a_bad_population_name_is_one_line(name: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from arena.cli import main
+
+    with pytest.raises(ValueError, match=message):
+        make_scripted(name, 1)
+    assert main(["match", "--bot", name, "--bot", "sitting", "--rounds", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
