@@ -34,11 +34,11 @@ DESCRIPTION = (
     "final checkpoint."
 )
 NOTES: tuple[tuple[str, str], ...] = (
-    ("--opponent", "league (the default): the scripted ladder matched by PFSP, with snapshots of the learner and "
-     "self-play by --league-option (off by default); each FILE given beside it joins it (a checkpoint, a run "
-     "directory or an exported weights file), each royale:PATH plays the league's Tank Royale share (docs/royale.md). "
-     "Without league the opponents are fixed: scripted names, policy FILEs or royale:PATH bots (one bot process per "
-     "match), spread over the matches."),
+    ("--opponent", "league (the default): the scripted ladder and the drawn population matched by PFSP, with "
+     "snapshots of the learner and self-play by --league-option (off by default); each FILE given beside it joins it "
+     "(a checkpoint, a run directory or an exported weights file), each royale:PATH plays the league's Tank Royale "
+     "share (docs/royale.md). Without league the opponents are fixed: scripted names, policy FILEs or royale:PATH "
+     "bots (one bot process per match), spread over the matches."),
     ("--workers", "the learning bots run in N worker processes, each with its own GIL (default: 1 with 2+ cores, "
      "else 1 bot thread: summary.json says which and why). --workers 0 forces threads (--bots)."),
     ("--engine", "numba compiles for 10-20 s on a machine's first run, before the budget starts, then loads from "

@@ -26,6 +26,7 @@ from ..bots.play import Controller
 from ..games.tank.actions import ACT_DIM
 from ..games.tank.engine import TankBattle
 from ..games.tank.engines import EngineName
+from ..games.tank.radar import Sight
 from ..games.tank.rules import TankRules
 from .opponents import outcomes
 from .ratings import RoundOutcome
@@ -78,20 +79,21 @@ def round_robin(
         return make
 
     tank0, tank1 = MixedSeat(0, seats[0], maker(0)), MixedSeat(1, seats[1], maker(1))
+    sight = Sight(battle, tank0.on_radar or tank1.on_radar)  # a policy of the radar observation sees its radar's
     actions = np.zeros((n, 2, ACT_DIM), np.float32)
     done = np.zeros(n, bool)
     results: dict[int, RoundOutcome] = {}
     while not done.all():
-        obs = battle.observe()
-        tank0.act(obs, actions)
-        tank1.act(obs, actions)
-        info = battle.step(actions)
+        obs, seen = sight.observe()
+        tank0.act(obs, actions, seen)
+        tank1.act(obs, actions, seen)
+        info = sight.step(actions)
         ended = np.flatnonzero(info.round_over & ~done)
         for m, outcome in zip(ended.tolist(), outcomes(info, ended).tolist(), strict=True):
             results[m] = (seats[0][m], seats[1][m], outcome)
         done[ended] = True
         if info.round_over.any():
-            battle.reset(info.round_over)
+            sight.reset(info.round_over)
             tank0.reset(info.round_over)
             tank1.reset(info.round_over)
             if progress is not None and len(ended):

@@ -59,15 +59,26 @@ class MixedSeat:
             ]
         return self._groups
 
-    def act(self, obs: NDArray[np.float32], out: NDArray[np.float32]) -> None:
-        """Write the actions of tank ``slot`` of every match into ``out`` (matches, tanks, act_dim)."""
-        seat_obs = obs[:, self.slot]
+    @property
+    def on_radar(self) -> bool:
+        """Whether a controller of this seat plays from the radar observation (``arena.games.tank.radar``)."""
+        return any(getattr(c, "observation", "full") == "radar" for c in self.controllers.values())
+
+    def act(self, obs: NDArray[np.float32], out: NDArray[np.float32], seen: NDArray[np.float32] | None = None) -> None:
+        """Write the actions of tank ``slot`` of every match into ``out`` (matches, tanks, act_dim); ``seen``: the
+        radar observation, for the controllers that play from it."""
+        seat_obs, seat_seen = obs[:, self.slot], None if seen is None else seen[:, self.slot]
         for controller, rows, scripted in self.groups():
+            source = seat_obs
+            if getattr(controller, "observation", "full") == "radar":
+                if seat_seen is None:
+                    raise ValueError(f"{controller.name} plays from the radar observation, which this seat is not given")
+                source = seat_seen
             if scripted or isinstance(controller, PolicyController):  # per-match state (a recurrent policy's too)
                 assert isinstance(controller, ScriptedController | PolicyController)
-                out[rows, self.slot] = controller.act(seat_obs[rows], rows=rows)
+                out[rows, self.slot] = controller.act(source[rows], rows=rows)
             else:
-                out[rows, self.slot] = controller.act(seat_obs[rows])
+                out[rows, self.slot] = controller.act(source[rows])
 
     def reset(self, mask: NDArray[np.bool_]) -> None:
         """Rounds start in ``mask``: every controller with per-row state clears those rows."""

@@ -85,6 +85,9 @@ class RadarMemory:
         self.scanned = np.zeros(shape, bool)
         """Whether tank ``i`` scanned its enemy in the last step."""
         self._before: tuple[NDArray[np.float64], ...] = ()
+        """Positions and headings (x, y, body, gun, radar) before the step being taken."""
+        self._live = np.zeros(shape, bool)
+        """Who was alive in a running match before it."""
 
     def reset(self, matches: NDArray[np.bool_] | None = None) -> None:
         """The selected matches start a new round (all when None): nothing seen yet."""
@@ -98,7 +101,8 @@ class RadarMemory:
         """Copy what this tick's scan is measured against: positions, headings, who is alive and playing."""
         s = self.battle.state
         live = s.alive & ~s.round_over[:, None]
-        self._before = (s.x.copy(), s.y.copy(), s.heading.copy(), s.gun_heading.copy(), s.radar_heading.copy(), live)
+        self._before = (s.x.copy(), s.y.copy(), s.heading.copy(), s.gun_heading.copy(), s.radar_heading.copy())
+        self._live = np.asarray(live, bool)
 
     def after_step(self) -> None:
         """The scan of the step just taken, as the engine's events record it, and the memories it refreshes.
@@ -110,14 +114,15 @@ class RadarMemory:
         if not self._before:
             raise RuntimeError("RadarMemory.after_step without before_step")
         s, r = self.battle.state, self.battle.rules
-        x0, y0, heading0, gun0, radar0, live = self._before
+        x0, y0, heading0, gun0, radar0 = self._before
+        live = self._live
         self._before = ()
         sweep = normalize_relative(s.radar_heading - radar0)
         moving = (s.x != x0) | (s.y != y0) | (s.heading != heading0) | (s.gun_heading != gun0) | (sweep != 0.0)
         seen = sweep_touches(s.x, s.y, s.radar_heading, sweep, r.tank_radius, r.radar_range)
         scanned = np.stack([seen[:, 0, 1], seen[:, 1, 0]], axis=1) & live & moving & live[:, ::-1]
         self.scanned[...] = scanned
-        running = live.any(axis=1)[:, None]
+        running = np.asarray(live.any(axis=1))[:, None]
         self.age[...] = np.where(scanned, 0.0, self.age + running)
         enemy = (slice(None), slice(None, None, -1))
         for memory, now in ((self.x, s.x), (self.y, s.y), (self.heading, s.heading), (self.velocity, s.velocity),

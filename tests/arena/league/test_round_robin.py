@@ -72,3 +72,14 @@ def test_rate_fits_all_rounds_at_once_so_their_order_does_not_matter():
         rate([("a", "a", 1.0)])
     with pytest.raises(ValueError, match="prior_rounds"):
         rate(results, prior_rounds=0)
+
+
+def test_a_recurrent_radar_policy_plays_the_round_robin_from_its_radar_observation():
+    """A policy of the radar observation (28 columns) in either seat is handed its radar's view, with its state."""
+    from arena.bots.play import PolicyController
+    from tests.arena.bots.test_play import policy
+
+    radar = policy(28, "gru", seed=2)
+    players = {"radar": lambda n, seed: PolicyController("radar", radar, seed), "spinner": scripted("spinner")}
+    results = round_robin(players, rounds_per_pair=4, seed=1, rules=TankRules(max_ticks=60))
+    assert len(results) == 4 and {a for a, _, _ in results} == {"radar", "spinner"}
