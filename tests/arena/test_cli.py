@@ -92,17 +92,16 @@ def test_train_then_resume_continues_the_policy_version(tmp_path, capsys):
 
 def test_train_a_recurrent_policy_on_the_radar_observation_then_match_and_export_it(tmp_path, capsys):
     """`--observation radar --agent-option recurrent=gru`: the learner sees its enemy through its own radar and
-    carries a state; the run evaluates it, `arena match` plays it and `arena export --royale` takes it (those two
-    in this process: a second interpreter would only import torch again)."""
+    carries a state; `arena match` plays it (as the run's evaluations do: PolicyController in play_match) and
+    `arena export --royale` takes it (those two in this process: a second interpreter would only import torch)."""
     from arena.cli import main
     from bot_protocol import Policy, Weights, decode_from_server
 
     out = tmp_path / "radar"
     arena("train", "--observation", "radar", "--agent-option", "recurrent=gru", "--agent-option", "recurrent_size=8",
           "--opponent", "sitting", "--matches", "4", "--rounds", "4", "--ticks-per-round", "100", "--eval-rounds", "2",
-          "--out", str(out))  # fmt: skip
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["rounds"] >= 4 and len(summary["evaluation"]["opponents"]) == 4  # the report's evaluation played it
+          "--no-report", "--out", str(out))  # fmt: skip
+    assert json.loads((out / "summary.json").read_text())["rounds"] >= 4
     assert main(["export", str(out), "-o", str(tmp_path / "w.weights")]) == 0
     weights = decode_from_server((tmp_path / "w.weights").read_bytes())
     assert isinstance(weights, Weights) and weights.arch.obs_dim == 28 and weights.arch.recurrent is not None

@@ -39,6 +39,7 @@ def test_short_training_run_beats_the_untrained_policy(tmp_path):
         "0.2",
         "--eval-rounds",
         "0",
+        "--no-report",
         "--out",
         str(out),
     ]
