@@ -164,8 +164,8 @@ def population_ranges(name: str) -> DrawnRanges:
     Raises:
         ValueError: not such a name, an unknown part or family, or a part given twice (one line).
     """
-    head, _, spec = name.partition(":")
-    if head != "drawn" or (_ and not spec):
+    head, colon, spec = name.partition(":")
+    if head != "drawn" or (colon and not spec):
         raise ValueError(f"not a drawn population: {name!r} (drawn, or drawn:movements=A+B,targetings=C,power_rules=D)")
     families: dict[str, tuple[str, ...]] = {}
     for item in spec.split(",") if spec else ():
