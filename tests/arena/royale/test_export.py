@@ -21,6 +21,7 @@ import torch
 
 from agents import make_agent
 from agents.checkpoint import CheckpointStore
+from agents.ppo import PPOAgent
 from arena.bots.play import ScriptedController
 from arena.bots.policies import load_policy
 from arena.games.tank.actions import ACT_DIM
@@ -138,26 +139,32 @@ class _Watch:
         self.actions[key] = np.array(actions[0, 0], np.float64)
 
 
-@pytest.mark.expensive
-def test_exported_bot_plays_in_our_arena_like_the_policy(checkpoint: Path, tmp_path: Path) -> None:
-    """Over the Tank Royale protocol, the exported bot sees the arena's observation and sends the policy's action."""
-    out = tmp_path / "RoundTrip"
+def round_trip(checkpoint: Path, name: str, watch: _Watch, turns: int, tmp_path: Path) -> list[dict[str, Any]]:
+    """Export ``checkpoint`` as the bot ``name``, play one round of ``turns`` against spinner over the Tank Royale
+    protocol with ``watch`` on the battle (the mean action, every turn logged); the bot's log rows."""
+    out = tmp_path / name
     export_royale_bot(checkpoint, out)
     log = tmp_path / "bot.jsonl"
-    watch = _Watch()
     result = play_royale_match(
         [RoyaleBotSpec.parse(f"royale:{out}"), ScriptedController("spinner", 1)],
         RoyaleMatch(
             1,
-            rules=royale_rules(300),
+            rules=royale_rules(turns),
             config=RoyaleServerConfig(turn_timeout=1.0),
             bot_env={"ARENA_BOT_LOG": str(log), "ARENA_POLICY_MEAN": "1"},
             log_dir=tmp_path,
         ),
         MatchListeners(observer=watch),
     )
-    assert result["rounds"] == 1 and result["royale"]["skipped_turns"] == {"RoundTrip": 0}
-    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert result["rounds"] == 1 and result["royale"]["skipped_turns"] == {name: 0}
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+@pytest.mark.expensive
+def test_exported_bot_plays_in_our_arena_like_the_policy(checkpoint: Path, tmp_path: Path) -> None:
+    """Over the Tank Royale protocol, the exported bot sees the arena's observation and sends the policy's action."""
+    watch = _Watch()
+    rows = round_trip(checkpoint, "RoundTrip", watch, 300, tmp_path)
     fresh = [r for r in rows if r["fresh"]]
     assert len(fresh) > 0.8 * len(rows)  # the radar lock keeps the enemy scanned nearly every turn
     policy = load_policy(checkpoint)
@@ -202,28 +209,14 @@ def test_an_exported_radar_policy_turns_its_own_radar_and_sees_what_the_arena_sh
     from arena.games.tank.radar import RADAR_OBS_DIM
 
     agent = make_agent("ppo", RADAR_OBS_DIM, ACT_DIM, hidden=(32,), recurrent="gru", recurrent_size=8, seed=5)
+    assert isinstance(agent, PPOAgent)
     last = [m for m in agent.actor.modules() if isinstance(m, torch.nn.Linear) and m.out_features == ACT_DIM][-1]
     with torch.no_grad():
         last.bias[4] = 3.0  # its mean spins the radar (45°/turn): it scans its enemy every few turns, and loses it
     store = CheckpointStore(tmp_path / "run" / "checkpoints")
     checkpoint = store.save({"agent": agent.state_dict(), "generation": 1, "version": 3}, PolicyId(1, 3))
-    out = tmp_path / "RadarTrip"
-    export_royale_bot(checkpoint, out)
-    log = tmp_path / "bot.jsonl"
     watch = _RadarWatch()
-    result = play_royale_match(
-        [RoyaleBotSpec.parse(f"royale:{out}"), ScriptedController("spinner", 1)],
-        RoyaleMatch(
-            1,
-            rules=royale_rules(200),
-            config=RoyaleServerConfig(turn_timeout=1.0),
-            bot_env={"ARENA_BOT_LOG": str(log), "ARENA_POLICY_MEAN": "1"},
-            log_dir=tmp_path,
-        ),
-        MatchListeners(observer=watch),
-    )
-    assert result["rounds"] == 1 and result["royale"]["skipped_turns"] == {"RadarTrip": 0}
-    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows = round_trip(checkpoint, "RadarTrip", watch, 200, tmp_path)
     assert len(rows) > 100 and any(r["fresh"] for r in rows) and not all(r["fresh"] for r in rows)
     policy = load_policy(checkpoint)
     state = policy.initial_state(1)
