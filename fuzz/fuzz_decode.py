@@ -95,6 +95,11 @@ MAX_FRAME = 1 << 20
 """The server's default ``max_message_bytes``, also the decoder's ``max_bin_len``."""
 SCALAR_SPEC = SessionSpec(obs_dim=4, act_dim=2, n_agents=3, reward=RewardMode.SCALAR, limits=Limits(max_batch=64))
 TERMS_SPEC = SessionSpec(obs_dim=4, act_dim=2, n_agents=3, reward=RewardMode.TERMS, limits=Limits(max_batch=64))
+MIXED_SPEC = SessionSpec(
+    obs_dim=4, act_dim=1, n_agents=3, reward=RewardMode.SCALAR, limits=Limits(max_batch=64), branches=(3, 2), state_size=2
+)
+"""A mixed action space (one continuous dim, discrete branches of 3 and 2) with masks, from a recurrent actor (a
+2-entry state): the checked reader, ``dact``/``mask``/``state`` and the action rules (docs/protocol.md §3.7)."""
 
 DECODE_CODES = frozenset(
     {
@@ -109,6 +114,8 @@ DECODE_CODES = frozenset(
     }
 )
 """Codes the decoder may raise (docs/protocol.md §7); anything else is a contract break."""
+ACTION_CODES = DECODE_CODES | {ErrorCode.BAD_ACTION, ErrorCode.BAD_MASK, ErrorCode.ILLEGAL_ACTION}
+"""What a session with discrete branches may raise besides: the action rules."""
 
 FLOAT_COLUMNS = ("obs", "act", "logp", "rew", "terms", "next_obs", "score")
 
@@ -116,8 +123,8 @@ FLOAT_COLUMNS = ("obs", "act", "logp", "rew", "terms", "next_obs", "score")
 # ── the contract ─────────────────────────────────────────────────────────────
 
 
-def check_error(exc: ProtocolError) -> None:
-    if not isinstance(exc.code, ErrorCode) or exc.code not in DECODE_CODES:
+def check_error(exc: ProtocolError, codes: frozenset[ErrorCode] = DECODE_CODES) -> None:
+    if not isinstance(exc.code, ErrorCode) or exc.code not in codes:
         raise AssertionError(f"undocumented error code {exc.code!r}")
     if not isinstance(exc.message, str):
         raise AssertionError("ProtocolError.message must be text")
@@ -129,12 +136,13 @@ def check_batch(batch: TransitionBatch, spec: SessionSpec) -> None:
     limits = spec.limits
     if not 1 <= n <= limits.max_batch:
         raise AssertionError(f"n={n} outside [1, {limits.max_batch}]")
+    space = spec.actions
     expect = {
         "agent": (n,),
         "episode": (n,),
         "flags": (n,),
         "obs": (n, spec.obs_dim),
-        "act": (n, spec.act_dim),
+        "act": (n, space.packed_width if spec.branches else spec.act_dim),
         "logp": (n,),
     }
     for name, shape in expect.items():
@@ -157,7 +165,14 @@ def check_batch(batch: TransitionBatch, spec: SessionSpec) -> None:
             raise AssertionError("terms session without a (n, 5) terms column")
         if batch.score is None or batch.score.shape != (n_ended,):
             raise AssertionError("score rows disagree with the end flags")
-    for name in FLOAT_COLUMNS:
+    if spec.branches:
+        check_actions(batch, spec)
+    if spec.state_size:
+        if batch.state is None or batch.state.shape != (n, spec.state_size):
+            raise AssertionError("a recurrent session's batch without a (n, state_size) state column")
+    elif batch.state is not None:
+        raise AssertionError("a state column passed in a memoryless session")
+    for name in (*FLOAT_COLUMNS, "state"):
         column = getattr(batch, name)
         if column is None or column.size == 0:
             continue
@@ -167,6 +182,27 @@ def check_batch(batch: TransitionBatch, spec: SessionSpec) -> None:
             raise AssertionError(f"a non-finite value passed in {name}")
         if float(np.abs(column).max()) > limits.max_abs:
             raise AssertionError(f"a value beyond max_abs passed in {name}")
+
+
+def check_actions(batch: TransitionBatch, spec: SessionSpec) -> None:
+    """A session with branches: the packed ``act`` holds finite continuous dims, in-range discrete actions, a 0/1
+    mask with a legal action in every branch, and every action taken is one its own row's mask allows."""
+    space = spec.actions
+    cont, dact, legal = space.unpack(batch.act)
+    if batch.dact is not None or batch.mask is not None:
+        raise AssertionError("dact/mask left beside the packed act")
+    if not np.isfinite(cont).all():
+        raise AssertionError("a non-finite continuous action passed")
+    start = 0
+    for b, size in enumerate(spec.branches):
+        if not ((dact[:, b] >= 0) & (dact[:, b] < size)).all():
+            raise AssertionError(f"a discrete action beyond branch {b}'s {size} passed")
+        allowed = legal[:, start : start + size]
+        if not allowed.any(axis=1).all():
+            raise AssertionError(f"a mask forbidding all of branch {b} passed")
+        if not allowed[np.arange(batch.n), dact[:, b].astype(np.int64)].all():
+            raise AssertionError(f"an action its own mask forbids passed in branch {b}")
+        start += size
 
 
 def check_message(message: object, spec: SessionSpec | None, server_side: bool = False) -> None:
@@ -199,6 +235,12 @@ def one_input(data: bytes) -> None:
     else:
         check_message(batch, TERMS_SPEC)
     try:
+        mixed = message_from_bot("tr", fields, MIXED_SPEC)
+    except ProtocolError as exc:
+        check_error(exc, ACTION_CODES)
+    else:
+        check_message(mixed, MIXED_SPEC)
+    try:
         message = decode_from_server(data, MAX_FRAME)
     except ProtocolError as exc:
         check_error(exc)
@@ -228,6 +270,32 @@ def _batch(n: int, flags: list[int], terms: bool, seed: int) -> TransitionBatch:
         terms=rng.standard_normal((n, 5)).astype(np.float32) if terms else None,
         next_obs=rng.standard_normal((n_trunc, 4)).astype(np.float32),
         score=rng.standard_normal(n_ended).astype(np.float32) if terms else None,
+    )
+
+
+def _mixed_batch(n: int, flags: list[int], seed: int, masked: bool = True) -> TransitionBatch:
+    """A valid ``tr`` of :data:`MIXED_SPEC`: a continuous dim, actions of branches 3 and 2, masks, states."""
+    rng = np.random.default_rng(seed)
+    f = np.array(flags, np.uint8)
+    mask = np.ones((n, 5), np.uint8)
+    dact = np.stack([rng.integers(3, size=n), rng.integers(2, size=n)], axis=1).astype(np.uint32)
+    if masked:  # forbid one other action of the first branch per row
+        mask[np.arange(n), (dact[:, 0] + 1) % 3] = 0
+    return TransitionBatch(
+        seq=seed,
+        generation=0,
+        version=seed,
+        agent=(np.arange(n) % 3).astype(np.uint32),
+        episode=np.arange(n, dtype=np.uint32) // 2,
+        obs=rng.standard_normal((n, 4)).astype(np.float32),
+        act=rng.standard_normal((n, 1)).astype(np.float32),
+        logp=rng.standard_normal(n).astype(np.float32),
+        flags=f,
+        rew=rng.standard_normal(n).astype(np.float32),
+        next_obs=rng.standard_normal((int((f == FLAG_TRUNCATED).sum()), 4)).astype(np.float32),
+        dact=dact,
+        mask=mask if masked else None,
+        state=rng.standard_normal((n, 2)).astype(np.float32),
     )
 
 
@@ -272,6 +340,8 @@ def seeds() -> dict[str, bytes]:
         "tr_scalar_one_row.msgpack": encode(_batch(1, [0], terms=False, seed=2)),
         "tr_terms.msgpack": encode(_batch(5, [FLAG_TERMINAL, 0, FLAG_TRUNCATED, 0, FLAG_TERMINAL], terms=True, seed=3)),
         "tr_terms_open.msgpack": encode(_batch(3, [0, 0, 0], terms=True, seed=4)),
+        "tr_mixed_masked_state.msgpack": encode(_mixed_batch(6, [0, FLAG_TRUNCATED, 0, FLAG_TERMINAL, 0, 0], seed=5)),
+        "tr_mixed_unmasked_state.msgpack": encode(_mixed_batch(2, [0, FLAG_TERMINAL], seed=6, masked=False)),
         "credit.msgpack": encode(Credit(grant=6, ack=41)),
         "weights.msgpack": encode(_weights()),
         "weights_tanh.msgpack": encode(tanh_weights),

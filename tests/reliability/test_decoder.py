@@ -272,6 +272,8 @@ _VALID_SEEDS = {
     "tr_scalar_one_row",
     "tr_terms",
     "tr_terms_open",
+    "tr_mixed_masked_state",
+    "tr_mixed_unmasked_state",
     "credit",
     "weights",
     "weights_tanh",
@@ -385,7 +387,7 @@ def test_d1_valid_seed_frames_decode():
     ok = {
         name
         for name, frame in _seed_frames().items()
-        if any(_decodes(lambda f=frame, s=s: decode_from_bot(f, s, MAX)) for s in (SCALAR_SPEC, TERMS_SPEC))
+        if any(_decodes(lambda f=frame, s=s: decode_from_bot(f, s, MAX)) for s in (SCALAR_SPEC, TERMS_SPEC, FUZZ.MIXED_SPEC))
         or _decodes(lambda f=frame: decode_from_server(f, MAX))
     }
     expected = {n for n in _seed_frames() if n.split(".")[0] in _VALID_SEEDS}
