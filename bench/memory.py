@@ -177,6 +177,7 @@ def main() -> int:
     parser.add_argument("--eval-episodes", type=int, default=20, help="evaluation episodes per run (default: 20)")
     parser.add_argument("--no-memoryless", action="store_true", help="only the recurrent side(s) of ours")
     parser.add_argument("--no-baseline", action="store_true", help="skip sb3-contrib's RecurrentPPO")
+    parser.add_argument("--baseline-only", action="store_true", help="only sb3-contrib's RecurrentPPO")
     parser.add_argument(
         "--swap-probe", action="store_true", help="only the hot-swap probe: keep or reset the state at new weights"
     )
@@ -193,7 +194,8 @@ def main() -> int:
         print(json.dumps({"bench": "memory", "probe": "hot_swap", "seeds": probes}))
         return 0
     sides = {name: [*options, *args.agent_option] if name == "recurrent" else options
-             for name, options in task.sides.items() if not (args.no_memoryless and "recurrent" not in name)}  # fmt: skip
+             for name, options in task.sides.items()
+             if not (args.baseline_only or (args.no_memoryless and "recurrent" not in name))}  # fmt: skip
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="arena-bench-memory-") as root:
         for side, options in sides.items():
@@ -216,10 +218,12 @@ def main() -> int:
                 log(started, f"RecurrentPPO, seed {seed}: {runs[-1]}")
             results["recurrent_ppo"] = {"seeds": runs, **aggregate(runs)}
     at_budget = env == task.env and steps == task.steps and not args.agent_option
-    recurrent = results["recurrent"]
+    recurrent = results.get("recurrent", {})
     targets: dict[str, Any] | None = None
     met = None
-    if at_budget and task.targets is not None:
+    if args.baseline_only:
+        pass
+    elif at_budget and task.targets is not None:
         targets = {"steps": steps, **task.targets}
         met = recurrent["median"] >= task.targets["median"] and recurrent["worst"] >= task.targets["worst"]
     elif at_budget and "median" in results["recurrent_ppo"]:
