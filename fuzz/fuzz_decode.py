@@ -29,6 +29,7 @@ This file also holds the small runner that ``fuzz_weights.py`` shares.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import random
 import resource
@@ -274,25 +275,15 @@ def _batch(n: int, flags: list[int], terms: bool, seed: int) -> TransitionBatch:
 
 
 def _mixed_batch(n: int, flags: list[int], seed: int, masked: bool = True) -> TransitionBatch:
-    """A valid ``tr`` of :data:`MIXED_SPEC`: a continuous dim, actions of branches 3 and 2, masks, states."""
-    rng = np.random.default_rng(seed)
-    f = np.array(flags, np.uint8)
-    mask = np.ones((n, 5), np.uint8)
+    """A valid ``tr`` of :data:`MIXED_SPEC`: :func:`_batch`'s rows with one continuous dim, actions of branches 3
+    and 2, masks (one other action of the first branch forbidden per row) and states."""
+    rng = np.random.default_rng(seed + 1000)
     dact = np.stack([rng.integers(3, size=n), rng.integers(2, size=n)], axis=1).astype(np.uint32)
-    if masked:  # forbid one other action of the first branch per row
-        mask[np.arange(n), (dact[:, 0] + 1) % 3] = 0
-    return TransitionBatch(
-        seq=seed,
-        generation=0,
-        version=seed,
-        agent=(np.arange(n) % 3).astype(np.uint32),
-        episode=np.arange(n, dtype=np.uint32) // 2,
-        obs=rng.standard_normal((n, 4)).astype(np.float32),
+    mask = np.ones((n, 5), np.uint8)
+    mask[np.arange(n), (dact[:, 0] + 1) % 3] = 0
+    return dataclasses.replace(
+        _batch(n, flags, terms=False, seed=seed),
         act=rng.standard_normal((n, 1)).astype(np.float32),
-        logp=rng.standard_normal(n).astype(np.float32),
-        flags=f,
-        rew=rng.standard_normal(n).astype(np.float32),
-        next_obs=rng.standard_normal((int((f == FLAG_TRUNCATED).sum()), 4)).astype(np.float32),
         dact=dact,
         mask=mask if masked else None,
         state=rng.standard_normal((n, 2)).astype(np.float32),
