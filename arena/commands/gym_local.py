@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..defaults import GYM_ENVS, TURN_OPENING, gym_ppo_options
+from ..defaults import GYM_ENVS, TURN_OPENING, gym_ppo_options, turn_ppo_options
 from .options import parse_agent_options
 
 __all__ = ["GymPlan", "Say", "run_local", "summary_of"]
@@ -50,16 +50,16 @@ class GymPlan:
     opening: int = TURN_OPENING
     """Turn-based games: each game opens with 0 to ``opening`` random moves, drawn per game."""
 
-    def options_for(self, agents: int, obs_norm: bool = True, image: tuple[int, int, int] | None = None) -> dict[str, Any]:
-        """The agent's config overrides for ``agents`` parallel agents: the gym preset (PPO), then ``--agent-option``.
+    def options_for(self, agents: int, turns: bool = False, image: tuple[int, int, int] | None = None) -> dict[str, Any]:
+        """The agent's config overrides for ``agents`` parallel agents: the preset (PPO), then ``--agent-option``.
 
-        ``obs_norm``: the preset normalizes observations (gymnasium games; not turn-based ones, where it is unmeasured).
+        ``turns``: a turn-based game's preset (:func:`arena.defaults.turn_ppo_options`), not a gymnasium game's.
         ``image``: the observation space's image shape, which a ``conv`` option reads unless ``image`` is given too.
 
         Raises:
             ValueError: ``conv`` over an observation that is no image, without ``image`` to say where one is.
         """
-        preset = gym_ppo_options(agents, obs_norm) if self.agent == "ppo" else {}
+        preset = {} if self.agent != "ppo" else turn_ppo_options(agents) if turns else gym_ppo_options(agents)
         options = {**preset, **self.agent_options}
         if options.get("conv") and not options.get("image"):
             if image is None:

@@ -44,7 +44,7 @@ def run_turns(plan: GymPlan) -> int:
         load_policy(Path(plan.opponent))  # a bad file fails here, in one line, before anything starts
     space = seats.actions.actions
     agents = plan.n_envs * len(seats.names)
-    options = plan.options_for(agents, obs_norm=False, image=seats.observations.image)
+    options = plan.options_for(agents, turns=True, image=seats.observations.image)
     if options.get("recurrent"):
         raise ValueError("--agent-option recurrent: turn-based games train memoryless policies for now")
     agent = make_agent(plan.agent, seats.observations.obs_dim, 0, seed=plan.seed, branches=space.branches, **options)

@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 from agents import PPOConfig
-from arena.defaults import MINIBATCHES, STEPS_PER_AGENT, TANK_MATCHES, Layout, choose_layout, tank_ppo_options
+from arena.defaults import (
+    MINIBATCHES,
+    STEPS_PER_AGENT,
+    TANK_MATCHES,
+    TURN_ENTROPY_COEF,
+    Layout,
+    choose_layout,
+    gym_ppo_options,
+    tank_ppo_options,
+    turn_ppo_options,
+)
 from arena.games.tank.actions import ACT_DIM
 from arena.games.tank.observation import OBS_DIM
 
@@ -30,6 +40,16 @@ def test_the_tank_clips_the_actor_and_the_critic_each_in_every_run():
     """The five-seed evaluation chose the per-network clip (docs/agents.md); the league adds only its entropy."""
     for league in (False, True):
         assert tank_ppo_options(TANK_MATCHES, league=league)["clip_per_network"] is True
+
+
+def test_turn_based_games_take_the_gym_preset_with_a_larger_entropy_bonus_and_raw_boards():
+    """Connect four's measured bonus (docs/agents.md, "Turn-based games"); a board's 0/1 planes are not normalized."""
+    options = turn_ppo_options(32)
+    assert options == {**gym_ppo_options(32, obs_norm=False), "entropy_coef": TURN_ENTROPY_COEF}
+    assert gym_ppo_options(32)["entropy_coef"] < TURN_ENTROPY_COEF and options["obs_norm"] is False
+    PPOConfig(84, 0, branches=(7,), **options)  # a valid config
+    with pytest.raises(ValueError, match="n_envs"):
+        turn_ppo_options(0)
 
 
 def test_tank_ppo_options_refuse_no_agents():

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("gymnasium")
 
 from arena.cli import main
-from arena.defaults import TURN_OPENING
+from arena.defaults import TURN_ENTROPY_COEF, TURN_OPENING
 
 
 def test_without_url_it_trains_evaluates_and_writes_a_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -34,6 +34,7 @@ def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, cap
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["env"] == "tests.arena.bots.tiny_nim" and summary["steps"] >= 2000 and summary["games"] > 0
     assert summary["illegal_moves"] == 0 and summary["opponent"] == "self" and summary["opening"] == TURN_OPENING
+    assert summary["agent_options"]["entropy_coef"] == TURN_ENTROPY_COEF  # the turn-based preset, not the gym one
     for seat in ("first", "second"):
         record = summary["vs_random"][seat]
         assert set(record) == {"win", "draw", "loss", "illegal_moves"} and record["win"] + record["loss"] == 1.0
