@@ -141,9 +141,10 @@ with the gymnasium preset's 0.01, the final policy put under 5% on an immediate 
 the positions that had one, though missing it cost about 0.7 of a game's return. A larger bonus
 keeps every legal move tried; the evaluation plays the likeliest move, so a softer policy costs
 nothing there. Tuning seed 10, 3.4 M moves, won against the one-move-lookahead player as first /
-second: 0.003: 26.5 / 20%, 0.01: 40 / 35%, 0.03: 51 / 33.5%, 0.1: 67.5 / 49%, 0.3: 62.5 / 42.5%.
-The benchmark's seeds 0-2 with 0.1, 10 minutes: median 61 / 51% (47 / 31.5% before), and 98.5 / 100%
-against a random legal player (96.5 / 91%) (docs/agents.md, "Turn-based games").
+second: 0.01: 40 / 35%, 0.03: 51 / 33.5%, 0.1: 67.5 / 49%, 0.3: 62.5 / 42.5% (and 0.003, with gamma
+0.99 and lambda 0.95: 26.5 / 20%). The benchmark's seeds 0-2 with 0.1, 10 minutes: median 61 / 51%
+(47 / 31.5% before), and 98.5 / 100% against a random legal player (96.5 / 91% before)
+(docs/agents.md, "Turn-based games").
 """
 
 
