@@ -46,7 +46,7 @@ TARGETS = {"random": 0.95, "lookahead": 0.60}
 PROBE_MOVES = 300_000
 """Moves of the run that sizes the step budget. Why this many: a run's first seconds (start-up, the first
 rollout) are slow, and a 60,000-move probe measured 5,627 moves a second where the full runs then played
-8,560, so seeds stopped after 400 of their 600 s."""
+8,560, so seeds stopped after 400-590 of their 600 s."""
 
 
 def log(started: float, message: str) -> None:

@@ -59,7 +59,9 @@ class GymPlan:
         Raises:
             ValueError: ``conv`` over an observation that is no image, without ``image`` to say where one is.
         """
-        preset = {} if self.agent != "ppo" else turn_ppo_options(agents) if turns else gym_ppo_options(agents)
+        preset: dict[str, Any] = {}
+        if self.agent == "ppo":
+            preset = turn_ppo_options(agents) if turns else gym_ppo_options(agents)
         options = {**preset, **self.agent_options}
         if options.get("conv") and not options.get("image"):
             if image is None:
