@@ -148,10 +148,30 @@ second: 0.01: 40 / 35%, 0.03: 51 / 33.5%, 0.1: 67.5 / 49%, 0.3: 62.5 / 42.5% (an
 """
 
 
+TURN_GAE_LAMBDA = 0.5
+"""Turn-based games of ``arena gym``: GAE's lambda (the gymnasium preset's is 0.98; gamma stays 0.999).
+
+Why: a tactical move is judged within a move or two (a missed win is taken by the opponent on its
+next turn, a missed block loses there), but with lambda 0.98 a row's advantage is nearly the game's
+whole remaining outcome, so each row also carries the noise of every later move of both seats.
+With 0.5 the advantage leans on the critic's value one or two of the seat's moves on, where the
+consequence shows, and the later moves' noise weighs a quarter or less. Tuning seed 10, 4.22 M moves,
+won against the one-move-lookahead player as first / second: lambda 0.98: 60 / 51.5% (4.8 M moves),
+0.8: 61.5 / 53%, 0.5: 72 / 66%, 0.25: 70 / 53.5% (docs/agents.md, "Turn-based games").
+"""
+
+
 def turn_ppo_options(n_agents: int) -> dict[str, Any]:
     """PPOConfig overrides for a turn-based game's ``n_agents`` seats: the gymnasium preset, its bonus
-    :data:`TURN_ENTROPY_COEF`, and raw observations (a board's 0/1 planes need no normalizing)."""
-    return {**gym_ppo_options(n_agents, obs_norm=False), "entropy_coef": TURN_ENTROPY_COEF}
+    :data:`TURN_ENTROPY_COEF`, a short GAE :data:`TURN_GAE_LAMBDA`, and raw observations (a board's 0/1
+    planes need no normalizing)."""
+    if n_agents < 1:
+        raise ValueError(f"n_agents must be >= 1, got {n_agents}")
+    return {
+        **gym_ppo_options(n_agents, obs_norm=False),
+        "entropy_coef": TURN_ENTROPY_COEF,
+        "gae_lambda": TURN_GAE_LAMBDA,
+    }
 
 
 def gym_ppo_options(n_envs: int, obs_norm: bool = True) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from arena.defaults import (
     STEPS_PER_AGENT,
     TANK_MATCHES,
     TURN_ENTROPY_COEF,
+    TURN_GAE_LAMBDA,
     Layout,
     choose_layout,
     gym_ppo_options,
@@ -42,13 +43,16 @@ def test_the_tank_clips_the_actor_and_the_critic_each_in_every_run():
         assert tank_ppo_options(TANK_MATCHES, league=league)["clip_per_network"] is True
 
 
-def test_turn_based_games_take_the_gym_preset_with_a_larger_entropy_bonus_and_raw_boards():
-    """Connect four's measured bonus (docs/agents.md, "Turn-based games"); a board's 0/1 planes are not normalized."""
+def test_turn_based_games_take_the_gym_preset_with_a_larger_entropy_bonus_a_short_gae_and_raw_boards():
+    """Connect four's measured bonus and lambda (docs/agents.md, "Turn-based games"); a board's 0/1 planes are
+    not normalized."""
     options = turn_ppo_options(32)
-    assert options == {**gym_ppo_options(32, obs_norm=False), "entropy_coef": TURN_ENTROPY_COEF}
-    assert gym_ppo_options(32)["entropy_coef"] < TURN_ENTROPY_COEF and options["obs_norm"] is False
+    gym = gym_ppo_options(32, obs_norm=False)
+    assert options == {**gym, "entropy_coef": TURN_ENTROPY_COEF, "gae_lambda": TURN_GAE_LAMBDA}
+    assert gym["entropy_coef"] < TURN_ENTROPY_COEF and gym["gae_lambda"] > TURN_GAE_LAMBDA
+    assert options["obs_norm"] is False and options["gamma"] == gym["gamma"]
     PPOConfig(84, 0, branches=(7,), **options)  # a valid config
-    with pytest.raises(ValueError, match="n_envs"):
+    with pytest.raises(ValueError, match="n_agents must be >= 1"):
         turn_ppo_options(0)
 
 

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("gymnasium")
 
 from arena.cli import main
-from arena.defaults import TURN_ENTROPY_COEF, TURN_OPENING
+from arena.defaults import TURN_ENTROPY_COEF, TURN_GAE_LAMBDA, TURN_OPENING
 
 
 def test_without_url_it_trains_evaluates_and_writes_a_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -35,6 +35,7 @@ def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, cap
     assert summary["env"] == "tests.arena.bots.tiny_nim" and summary["steps"] >= 2000 and summary["games"] > 0
     assert summary["illegal_moves"] == 0 and summary["opponent"] == "self" and summary["opening"] == TURN_OPENING
     assert summary["agent_options"]["entropy_coef"] == TURN_ENTROPY_COEF  # the turn-based preset, not the gym one
+    assert summary["agent_options"]["gae_lambda"] == TURN_GAE_LAMBDA
     for seat in ("first", "second"):
         record = summary["vs_random"][seat]
         assert set(record) == {"win", "draw", "loss", "illegal_moves"} and record["win"] + record["loss"] == 1.0
