@@ -142,7 +142,7 @@ the positions that had one, though missing it cost about 0.7 of a game's return.
 keeps every legal move tried; the evaluation plays the likeliest move, so a softer policy costs
 nothing there. Tuning seed 10, 3.4 M moves, won against the one-move-lookahead player as first /
 second: 0.01: 40 / 35%, 0.03: 51 / 33.5%, 0.1: 67.5 / 49%, 0.3: 62.5 / 42.5% (and 0.003, with gamma
-0.99 and lambda 0.95: 26.5 / 20%). The benchmark's seeds 0-2 with 0.1, 10 minutes: median 61 / 51%
+0.99 and lambda 0.95: 26.5 / 20%). The benchmark's seeds 0-2 with 0.1 (lambda 0.98), 10 minutes: median 61 / 51%
 (47 / 31.5% before), and 98.5 / 100% against a random legal player (96.5 / 91% before)
 (docs/agents.md, "Turn-based games").
 """
@@ -157,7 +157,9 @@ whole remaining outcome, so each row also carries the noise of every later move 
 With 0.5 the advantage leans on the critic's value one or two of the seat's moves on, where the
 consequence shows, and the later moves' noise weighs a quarter or less. Tuning seed 10, 4.22 M moves,
 won against the one-move-lookahead player as first / second: lambda 0.98: 60 / 51.5% (4.8 M moves),
-0.8: 61.5 / 53%, 0.5: 72 / 66%, 0.25: 70 / 53.5% (docs/agents.md, "Turn-based games").
+0.8: 61.5 / 53%, 0.5: 72 / 66%, 0.25: 70 / 53.5%; 0.5 on seeds 11 and 12: 68 / 58.5%, 67 / 62.5%. The
+benchmark's seeds 0-2, 10 minutes: median 68 / 55.5% (61 / 51% with 0.98), 100 / 99% against a random
+legal player (docs/agents.md, "Turn-based games").
 """
 
 

@@ -12,6 +12,10 @@ milliseconds of a step's matrix products alone (:func:`gemm_floor_ms`).
 
     python bench/learner.py                      # the default shapes, one torch thread
     python bench/learner.py --shape 32768:4096 --threads 1,2 --repeats 15
+    python bench/learner.py --space connect-four --shape 4096:256 --epochs 10
+
+``--space connect-four`` times the discrete actor instead: connect four's shape (84 -> 64 -> 64 -> 7
+masked logits, no continuous dims, the turn-based preset of ``arena gym``), on random boards and masks.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from agents import PPOAgent, PPOConfig, Segment, SegmentEnd  # noqa: E402
-from arena.defaults import TANK_PPO  # noqa: E402
+from arena.defaults import TANK_PPO, turn_ppo_options  # noqa: E402
 from arena.games.tank.rewards import N_TERMS, TANK_REWARD  # noqa: E402
 
 OBS_DIM, ACT_DIM, SEGMENT_STEPS = 25, 5, 256
@@ -43,6 +47,9 @@ TARGET_SPEEDUP = 2.0
 """Gradient steps a second of the fused step over the reference's, at the same shape, that the learner's issue asked for."""
 STEPS = ("autograd", "fused")
 """``PPOConfig.fused``: False (the plain modules through autograd, today's reference) and True."""
+SPACES = ("tank", "connect-four")
+BOARD_DIM, COLUMNS = 84, 7
+"""Connect four's observation (two 6 x 7 planes) and its one branch of seven columns."""
 
 
 def segments(steps: int, rng: np.random.Generator) -> list[Segment]:
@@ -70,37 +77,67 @@ def segments(steps: int, rng: np.random.Generator) -> list[Segment]:
     return out
 
 
-def time_updates(rollout: int, minibatch: int, threads: int, repeats: int, epochs: int) -> list[dict[str, Any]]:
-    """The fused step and the autograd reference, their updates interleaved so both see the same machine."""
-    torch.set_num_threads(threads)
-    agents = {
-        step: PPOAgent(
-            PPOConfig(
-                OBS_DIM,
-                ACT_DIM,
-                **{**TANK_PPO, "epochs": epochs},
-                rollout_steps=rollout,
-                minibatch_size=minibatch,
-                fused=step == "fused",
+def board_segments(steps: int, rng: np.random.Generator) -> list[Segment]:
+    """``steps`` moves of connect-four-shaped data: 0/1 planes, masked columns, games of about seven moves a seat."""
+    out, start = [], 0
+    while start < steps:
+        n = min(int(rng.integers(3, 12)), steps - start)
+        mask = rng.random((n, COLUMNS)) < 0.85
+        mask[np.arange(n), rng.integers(0, COLUMNS, n)] = True  # a legal column at least
+        taken = np.array([rng.choice(np.flatnonzero(row)) for row in mask], dtype=np.float32)
+        reward = np.zeros(n, dtype=np.float32)
+        reward[-1] = rng.choice([-1.0, 0.0, 1.0])
+        out.append(
+            Segment(
+                bot="bench",
+                agent=len(out),
+                obs=(rng.random((n, BOARD_DIM)) < 0.25).astype(np.float32),
+                act=np.concatenate([taken[:, None], mask.astype(np.float32)], axis=1),
+                logp=rng.normal(-1.9, 0.3, n).astype(np.float32),
+                end=SegmentEnd.TERMINAL,
+                next_obs=None,
+                generation=0,
+                version=0,
+                reward=reward,
             )
         )
-        for step in STEPS
-    }
+        start += n
+    return out
+
+
+def config_for(space: str, rollout: int, minibatch: int, epochs: int, fused: bool) -> PPOConfig:
+    """The tank's PPO options, or connect four's (the turn-based preset), at this shape."""
+    shape = {"rollout_steps": rollout, "minibatch_size": minibatch, "epochs": epochs, "fused": fused}
+    if space == "tank":
+        return PPOConfig(OBS_DIM, ACT_DIM, **{**TANK_PPO, **shape})
+    return PPOConfig(BOARD_DIM, 0, branches=(COLUMNS,), **{**turn_ppo_options(1), **shape})
+
+
+def time_updates(
+    rollout: int, minibatch: int, threads: int, repeats: int, epochs: int, space: str = "tank"
+) -> list[dict[str, Any]]:
+    """The fused step and the autograd reference, their updates interleaved so both see the same machine."""
+    torch.set_num_threads(threads)
+    agents = {step: PPOAgent(config_for(space, rollout, minibatch, epochs, step == "fused")) for step in STEPS}
+    make_segments = segments if space == "tank" else board_segments
     rng = np.random.default_rng(0)
     seconds: dict[str, list[float]] = {step: [] for step in STEPS}
     for i in range(repeats + 1):  # the first update warms up allocator and kernels
-        data = segments(rollout, rng)
+        data = make_segments(rollout, rng)
         for step, agent in agents.items():
             agent.observe(data)
             start = time.perf_counter()
             agent.update()
             if i:
                 seconds[step].append(time.perf_counter() - start)
-    return [figures(step, rollout, minibatch, threads, epochs, statistics.median(seconds[step])) for step in STEPS]
+    return [
+        {"space": space, **figures(step, rollout, minibatch, threads, epochs, statistics.median(seconds[step]))}
+        for step in STEPS
+    ]
 
 
-def gemm_floor_ms(minibatch: int, threads: int, repeats: int = 200) -> float:
-    """Milliseconds of the matrix products alone in one minibatch step at the tank's sizes: the floor.
+def gemm_floor_ms(minibatch: int, threads: int, repeats: int = 200, obs_dim: int = OBS_DIM, head: int = ACT_DIM) -> float:
+    """Milliseconds of the matrix products alone in one minibatch step (the tank's sizes by default): the floor.
 
     A step's products: the forward of both 25 -> 64 -> 64 -> (5 | 1) networks (their first layers as
     one 25 -> 128 product), and in the backward one weight-gradient product per layer and one
@@ -109,16 +146,16 @@ def gemm_floor_ms(minibatch: int, threads: int, repeats: int = 200) -> float:
     """
     torch.set_num_threads(threads)
     n, width = minibatch, 64
-    x = torch.randn(n, OBS_DIM)
-    w1 = torch.randn(2 * width, OBS_DIM)
+    x = torch.randn(n, obs_dim)
+    w1 = torch.randn(2 * width, obs_dim)
     h = torch.randn(n, width)
     w2 = torch.randn(width, width)
-    heads = {ACT_DIM: torch.randn(ACT_DIM, width), 1: torch.randn(1, width)}
-    grads = {ACT_DIM: torch.randn(n, ACT_DIM), 1: torch.randn(n, 1)}
+    heads = {head: torch.randn(head, width), 1: torch.randn(1, width)}
+    grads = {head: torch.randn(n, head), 1: torch.randn(n, 1)}
 
     def products() -> None:
         x.mm(w1.t())  # both first layers
-        for out in (ACT_DIM, 1):  # actor, critic
+        for out in (head, 1):  # actor, critic
             h.mm(w2.t())  # hidden layer forward
             h.mm(heads[out].t())  # head forward
             grads[out].t().mm(h)  # head weight gradient
@@ -156,26 +193,30 @@ def main() -> None:
     parser.add_argument("--shape", action="append", metavar="ROLLOUT:MINIBATCH", help=f"default: {', '.join(DEFAULT_SHAPES)}")
     parser.add_argument("--threads", default="1", help="torch thread counts, comma-separated (default 1: the learner's core)")
     parser.add_argument("--epochs", type=int, default=2, help="epochs per update (default 2, the tank's)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed updates per point, median reported (default 3)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed updates per point, median reported (default 7)")
+    parser.add_argument(
+        "--space", choices=SPACES, default="tank", help="the tank's continuous actor, or connect four's masked one"
+    )
     args = parser.parse_args()
     results: list[dict[str, Any]] = []
     speedups: list[dict[str, Any]] = []
     for shape in args.shape or DEFAULT_SHAPES:
         rollout, minibatch = (int(v) for v in shape.split(":"))
         for threads in (int(t) for t in args.threads.split(",")):
-            pair = time_updates(rollout, minibatch, threads, args.repeats, args.epochs)
+            pair = time_updates(rollout, minibatch, threads, args.repeats, args.epochs, args.space)
             for point in pair:
                 print(point, file=sys.stderr, flush=True)
             reference, fused = pair
             speedup = reference["seconds_per_update"] / fused["seconds_per_update"]
-            floor = gemm_floor_ms(minibatch, threads)
+            sizes = (OBS_DIM, ACT_DIM) if args.space == "tank" else (BOARD_DIM, COLUMNS)
+            floor = gemm_floor_ms(minibatch, threads, obs_dim=sizes[0], head=sizes[1])
             print(
                 f"  fused / autograd gradient steps per second: {speedup:.2f}x; the products alone: {floor:.2f} ms a step",
                 file=sys.stderr,
                 flush=True,
             )
             results.extend(pair)
-            where = {"rollout": rollout, "minibatch": minibatch, "torch_threads": threads}
+            where = {"space": args.space, "rollout": rollout, "minibatch": minibatch, "torch_threads": threads}
             speedups.append(
                 {
                     **where,

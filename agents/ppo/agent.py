@@ -8,8 +8,8 @@ one :class:`~agents.ppo.steps.Step` (loss, backward, guards, Adam, log-std clamp
 when the agent is built, and again by :meth:`PPOAgent.distribute`: the reference step, the CPU's
 written-out one, the multi-rank one or the CUDA graph's (:mod:`agents.ppo.steps`). Every guard is
 one the Nim trainer this was ported from needed after a real failure; each one has its reason
-beside it. A config with discrete ``branches`` gets a :class:`~agents.networks.MixedActor` and the
-reference step; its rollout's actions are the packed block the actor splits. With ``obs_norm`` the
+beside it. A config with discrete ``branches`` gets a :class:`~agents.networks.MixedActor` (the CPU's
+written-out step, or the reference on CUDA); its rollout's actions are the packed block the actor splits. With ``obs_norm`` the
 rollout's observations are normalized once, as it is prepared, so every path and every kernel sees
 normalized observations without knowing it (:meth:`PPOAgent.update` says when the statistics move).
 """
@@ -63,8 +63,8 @@ def _module_pass(actor: Actor, critic: Critic, obs: Tensor, cfg: PPOConfig) -> t
 
 
 def _fused_pass(actor: Actor, critic: Critic, obs: Tensor, cfg: PPOConfig) -> tuple[Tensor | None, Tensor]:
-    """The actor's mean and the critic's values in one written-out pass, a minibatch's rows at a time."""
-    assert isinstance(actor, GaussianActor), "the written-out pass is the Gaussian actor's"
+    """The actor's head and the critic's values in one written-out pass, a minibatch's rows at a time."""
+    assert isinstance(actor, GaussianActor | MixedActor), "the written-out pass is the MLP actors'"
     return actor_critic_pass(actor, critic, obs, cfg.minibatch_size)
 
 
@@ -116,7 +116,7 @@ class PPOAgent:
         """The running observation statistics both networks' inputs are scaled by (``obs_norm``), else None."""
         self.progress = 0.0
         """The share of the run's budget spent, in [0, 1] (:meth:`set_progress`); it sets the learning rate."""
-        plain = not (config.branches or config.conv or config.recurrent)
+        plain = not (config.conv or config.recurrent)  # an MLP on the observation itself
         self._evaluate = _fused_pass if config.fused and plain else _module_pass
         self.gradient_sync: GradientSync | None = None
         """Set by :meth:`distribute`: averages each step's gradients over the learner ranks."""

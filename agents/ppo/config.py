@@ -98,8 +98,9 @@ class PPOConfig:
     """Sizes of the discrete action branches (multi-discrete; one branch is a plain discrete action), each a
     masked categorical beside the ``act_dim`` Gaussian dimensions; empty (the default): continuous actions only.
     With branches the actor is :class:`agents.networks.MixedActor`, a rollout's ``act`` column is the packed
-    block ``[continuous | discrete indices | mask]`` (:attr:`action_width` wide), and every minibatch takes
-    the reference step (:func:`agents.ppo.steps.choose_step`)."""
+    block ``[continuous | discrete indices | mask]`` (:attr:`action_width` wide). On the CPU a minibatch takes the
+    written-out step (its loss kernel knows the masked categoricals); on CUDA the reference step
+    (:func:`agents.ppo.steps.choose_step`)."""
     conv: tuple[int, ...] = ()
     """A convolutional torso in front of both networks, three numbers a layer: out channels, kernel height and
     width (``conv=32,4,4`` is one layer of 32 4x4 filters); stride 1, no padding, ``activation`` after each. Empty

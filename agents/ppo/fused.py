@@ -31,18 +31,20 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..networks import Actor, Critic, GaussianActor
+from ..networks import Actor, Critic, GaussianActor, MixedActor
 from .batch import Minibatch
 from .config import PPOConfig
 from .loss import SurrogateTerms
-from .loss_kernel import LossWeights, loss_and_head_gradients
+from .loss_kernel import NO_BRANCHES, LossWeights, loss_and_head_gradients
 from .stats import STEP_STATS
 
 __all__ = [
     "FlatGradients",
+    "MlpActor",
     "actor_critic_forward",
     "actor_critic_pass",
     "clipped_surrogate",
@@ -54,6 +56,10 @@ __all__ = [
 
 
 _MINUS_ONE = torch.tensor(-1.0)
+
+MlpActor = GaussianActor | MixedActor
+"""An actor the written-out step computes: an MLP on the observation itself (no conv torso, no recurrent core),
+whose head is the Gaussian's mean, or the mixed actor's mean then its branches' logits."""
 
 
 def _activate_(z: Tensor, activation: str, doubled: bool = False) -> Tensor:
@@ -192,7 +198,7 @@ def actor_critic_forward(actor: GaussianActor, critic: Critic, obs: Tensor) -> t
     return mean, value
 
 
-def actor_critic_pass(actor: GaussianActor, critic: Critic, obs: Tensor, rows: int) -> tuple[Tensor, Tensor]:
+def actor_critic_pass(actor: MlpActor, critic: Critic, obs: Tensor, rows: int) -> tuple[Tensor, Tensor]:
     """``(actor(obs), critic(obs))`` without gradient, ``rows`` rows at a time (a minibatch's worth).
 
     Why in pieces: a minibatch's activations stay in cache between the layers; a whole rollout's do not.
@@ -323,8 +329,9 @@ class FlatGradients:
     parameters' dtype or device changed.
     """
 
-    def __init__(self, actor: GaussianActor, critic: Critic) -> None:
+    def __init__(self, actor: MlpActor, critic: Critic) -> None:
         self.params = learner_parameters(actor, critic)
+        self.branches = np.array(actor.branches, dtype=np.int64) if isinstance(actor, MixedActor) else NO_BRANCHES
         split = 1 + len(_linear_parameters(actor.net))  # the log-std and the actor's layers
         self.actor_params, self.critic_params = self.params[:split], self.params[split:]
         self._views: list[Tensor] = []
@@ -361,7 +368,7 @@ def learner_parameters(actor: Actor, critic: Critic) -> list[Tensor]:
 
 
 def ppo_gradients(
-    actor: GaussianActor, critic: Critic, grads: FlatGradients, batch: Minibatch, weights: LossWeights
+    actor: MlpActor, critic: Critic, grads: FlatGradients, batch: Minibatch, weights: LossWeights
 ) -> dict[str, Tensor]:
     """One minibatch's loss terms, and every parameter's gradient of the loss written into its ``.grad``.
 
@@ -375,7 +382,7 @@ def ppo_gradients(
 
 
 def write_ppo_gradients(
-    actor: GaussianActor, critic: Critic, grads: FlatGradients, batch: Minibatch, weights: LossWeights, stats: Tensor
+    actor: MlpActor, critic: Critic, grads: FlatGradients, batch: Minibatch, weights: LossWeights, stats: Tensor
 ) -> None:
     """:func:`ppo_gradients` with the statistics written into ``stats`` (float64, :data:`agents.ppo.stats.STEP_STATS`).
 
@@ -397,6 +404,7 @@ def write_ppo_gradients(
             weights,
             (grad_mean.numpy(), grad_value.numpy(), log_std_grad.numpy()),
             stats.numpy(),
+            grads.branches,
         )
         _networks_backward(
             actor.activation, obs, outs, (actor_params, critic_params), grad_mean, grad_value, (actor_grads, critic_grads)

@@ -18,10 +18,10 @@ import torch
 from torch import Tensor
 
 from ..adam import adam_step
-from ..networks import Actor, Critic, GaussianActor
+from ..networks import Actor, Critic, GaussianActor, MixedActor
 from .batch import Minibatch
 from .config import PPOConfig
-from .fused import FlatGradients, fused_surrogate, learner_parameters, write_ppo_gradients
+from .fused import FlatGradients, MlpActor, fused_surrogate, learner_parameters, write_ppo_gradients
 from .loss import Surrogate, minibatch_loss, reference_surrogate, renormalize
 from .loss_kernel import LossWeights
 from .stats import STEP_STATS
@@ -89,7 +89,7 @@ class WrittenOutGradients:
     ``.grad`` is a view of one buffer (:attr:`flat`): the compiled guards read both as arrays.
     """
 
-    def __init__(self, nets: tuple[GaussianActor, Critic], optimizer: torch.optim.Adam, config: PPOConfig) -> None:
+    def __init__(self, nets: tuple[MlpActor, Critic], optimizer: torch.optim.Adam, config: PPOConfig) -> None:
         self.actor, self.critic = nets
         self.optimizer, self.config = optimizer, config
         self.flat = FlatGradients(*nets)
@@ -124,12 +124,13 @@ class WrittenOutGradients:
 def make_gradients(
     nets: tuple[Actor, Critic], optimizer: torch.optim.Adam, config: PPOConfig, keep_grad_tensors: bool = False
 ) -> Gradients:
-    """The gradients ``config`` asks for on its device: written out on the CPU with ``fused``, else autograd
-    (over the fused nodes with ``fused``, the plain modules without, or with discrete branches: only the
-    reference knows the masked categoricals)."""
+    """The gradients ``config`` asks for on its device: written out on the CPU with ``fused`` (an MLP actor,
+    Gaussian or mixed), else autograd (over the fused nodes with ``fused``, the plain modules without, or
+    with discrete branches: the fused nodes hold the Gaussian's log-density only)."""
     actor, critic = nets
-    if config.fused and not config.branches and torch.device(config.device).type == "cpu":
-        assert isinstance(actor, GaussianActor), "a config without branches builds the Gaussian actor"
+    cpu = torch.device(config.device).type == "cpu"
+    if config.fused and cpu and not (config.conv or config.recurrent):
+        assert isinstance(actor, GaussianActor | MixedActor), "a config without conv or core builds an MLP actor"
         return WrittenOutGradients((actor, critic), optimizer, config)
     surrogate = fused_surrogate if config.fused and not config.branches else reference_surrogate
     return AutogradGradients(nets, optimizer, config, surrogate, keep_grad_tensors)

@@ -7,7 +7,8 @@ in dispatch than in arithmetic. Here it is one numba loop over the rows, no comp
 the user's machine (numba ships wheels), compiled on first use and cached on disk.
 
 The maths is the reference loss, :func:`agents.ppo.loss.minibatch_loss` (the entropy bonus, the
-mean-bound penalty and the log-std clamp with the surrogate), and autograd's rule at every kink:
+mean-bound penalty and the log-std clamp with the surrogate; with discrete branches, the masked
+categoricals' log-probabilities and entropy after the Gaussian's), and autograd's rule at every kink:
 the log-ratio clamp passes gradient only strictly inside its bounds (a NaN or infinite old
 log-prob gets none, and makes the loss NaN, so the skip guard drops the step), the ratio clip
 only inside [1 - eps, 1 + eps], ``minimum`` gives each side half where they tie, the log-std
@@ -28,7 +29,7 @@ from numpy.typing import NDArray
 
 from .stats import STEP_STATS
 
-__all__ = ["LossWeights", "compile_kernel", "loss_and_head_gradients"]
+__all__ = ["NO_BRANCHES", "LossWeights", "compile_kernel", "loss_and_head_gradients"]
 
 
 class LossWeights(NamedTuple):
@@ -47,6 +48,10 @@ class LossWeights(NamedTuple):
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
+_MASKED_LOGIT = -3.4028234663852886e38
+"""What the reference puts in place of an illegal action's logit: float32's most negative finite number."""
+
+
 def _kernel(
     mean: NDArray[Any],
     log_std_raw: NDArray[Any],
@@ -56,13 +61,20 @@ def _kernel(
     adv: NDArray[Any],
     ret: NDArray[Any],
     weights: NDArray[np.float64],
+    branches: NDArray[np.int64],
     grad_mean: NDArray[Any],
     grad_value: NDArray[Any],
     grad_log_std: NDArray[Any],
     stats: NDArray[np.float64],
 ) -> None:
-    rows, dims = mean.shape
+    # ``mean`` is the actor's whole head: the Gaussian's ``dims`` means, then each branch's logits. ``actions``
+    # is the packed block: the continuous action, one index per branch, then every branch's 0/1 mask.
+    rows, dims, nb = mean.shape[0], log_std_raw.shape[0], branches.shape[0]
+    lse = np.empty(nb)  # per branch of the row at hand: the legal logits' log-sum-exp, the entropy
+    branch_entropy = np.empty(nb)
+    discrete_entropy_sum = 0.0
     eps, max_log_ratio, value_coef, entropy_coef = weights[0], weights[1], weights[2], weights[3]
+    entropy_scale = entropy_coef / rows  # d(-entropy_coef * mean over rows of entropy) per row
     bound, bound_coef, lo, hi = weights[4], weights[5], weights[6], weights[7]
     log_std = np.empty(dims)
     inv_std = np.empty(dims)
@@ -91,6 +103,30 @@ def _kernel(
             z = (actions[i, j] - mean[i, j]) * inv_std[j]
             sq += z * z
         raw = -0.5 * sq - log_norm - old_logp[i]
+        if nb > 0:
+            head, mask_col = dims, dims + nb
+            for b in range(nb):
+                n = branches[b]
+                top = -math.inf
+                for k in range(n):
+                    if actions[i, mask_col + k] > 0.5 and mean[i, head + k] > top:
+                        top = mean[i, head + k]
+                total = 0.0
+                for k in range(n):
+                    if actions[i, mask_col + k] > 0.5:
+                        total += math.exp(mean[i, head + k] - top)
+                lse[b] = top + math.log(total)  # a NaN logit makes it NaN, and the loss with it
+                h = 0.0
+                for k in range(n):
+                    if actions[i, mask_col + k] > 0.5:
+                        log_p = mean[i, head + k] - lse[b]
+                        h -= math.exp(log_p) * log_p
+                branch_entropy[b] = h
+                discrete_entropy_sum += h
+                a = int(actions[i, dims + b])
+                raw += (mean[i, head + a] if actions[i, mask_col + a] > 0.5 else _MASKED_LOGIT) - lse[b]
+                head += n
+                mask_col += n
         log_ratio = raw
         if log_ratio < -max_log_ratio:
             log_ratio = -max_log_ratio
@@ -133,6 +169,21 @@ def _kernel(
                     excess_sum += excess * excess
                     g += bound_scale * excess * (1.0 if m > 0.0 else -1.0)
             grad_mean[i, j] = g
+        if nb > 0:
+            # d logp / d logit_k = [k taken] - p_k; d entropy / d logit_k = -p_k (log p_k + entropy); illegal: 0.
+            head, mask_col = dims, dims + nb
+            for b in range(nb):
+                a = int(actions[i, dims + b])
+                for k in range(branches[b]):
+                    if actions[i, mask_col + k] > 0.5:
+                        log_p = mean[i, head + k] - lse[b]
+                        p = math.exp(log_p)
+                        g = grad_logp * ((1.0 if k == a else 0.0) - p) + entropy_scale * p * (log_p + branch_entropy[b])
+                        grad_mean[i, head + k] = g
+                    else:
+                        grad_mean[i, head + k] = 0.0
+                head += branches[b]
+                mask_col += branches[b]
         grad_value[i] = error * value_scale
     for j in range(dims):
         raw_s = log_std_raw[j]
@@ -143,6 +194,8 @@ def _kernel(
     policy_loss = -objective_sum * inv_rows
     value_loss = error_sq_sum * inv_rows
     mean_excess = excess_sum * inv_rows
+    if nb > 0:
+        entropy += discrete_entropy_sum * inv_rows  # not gated: a categorical's entropy is bounded
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
     if bound_coef > 0.0:
         loss += bound_coef * mean_excess
@@ -152,6 +205,8 @@ def _kernel(
 
 
 _compiled: Callable[..., None] | None = None
+NO_BRANCHES = np.zeros(0, dtype=np.int64)
+"""A Gaussian actor's ``branches``: no discrete part."""
 
 
 def loss_and_head_gradients(
@@ -162,19 +217,23 @@ def loss_and_head_gradients(
     weights: LossWeights,
     grads: tuple[NDArray[Any], NDArray[Any], NDArray[Any]],
     stats: NDArray[np.float64],
+    branches: NDArray[np.int64] = NO_BRANCHES,
 ) -> None:
     """Fill ``grads`` = (d loss/d mean, d loss/d value, d loss/d raw log-std) and ``stats`` (a
     :data:`agents.ppo.stats.STEP_STATS` vector).
 
     ``batch`` is (actions, old log-probs, advantages, returns); arrays may be strided (columns
-    of the packed rollout). The first call compiles the kernel, or loads it from numba's cache.
+    of the packed rollout). With discrete ``branches`` (their sizes), ``mean`` is the mixed actor's
+    whole head (the Gaussian's means, then every branch's logits), the actions are the packed block
+    (continuous, one index per branch, the masks) and d loss/d mean covers the logits too. The first
+    call compiles the kernel, or loads it from numba's cache.
     """
     global _compiled
     if _compiled is None:
         from numba import njit  # here, not at import: a process that never trains never loads numba
 
         _compiled = njit(cache=True, nogil=True)(_kernel)
-    _compiled(mean, log_std_raw, value, *batch, np.array(weights, dtype=np.float64), *grads, stats)
+    _compiled(mean, log_std_raw, value, *batch, np.array(weights, dtype=np.float64), branches, *grads, stats)
 
 
 def compile_kernel() -> float:

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from ..distributed import GradientSync
 from ..guards import adam_step_unless
-from ..networks import Actor, Critic, GaussianActor
+from ..networks import Actor, Critic, GaussianActor, MixedActor
 from .batch import Minibatch, packed_width
 from .config import PPOConfig
 from .gradients import WrittenOutGradients, make_gradients
@@ -94,9 +94,9 @@ def choose_step(config: PPOConfig, sync: GradientSync | None = None) -> StepKind
     """The path for ``config``'s device: several ranks, a CUDA graph, the CPU's written-out step, or the reference;
     a recurrent actor's chunks take :class:`agents.ppo.sequences.SequenceStep` on every device.
 
-    Discrete branches and a conv torso take the reference (or the ranks' step over the reference gradients) on
-    every device: the written-out and graph steps hold the Gaussian MLP's maths by hand, and the masked
-    categoricals and convolutions only autograd's.
+    A conv torso takes the reference (or the ranks' step over the reference gradients) on every device, and
+    discrete branches do everywhere but on the CPU's written-out step: that step holds an MLP's maths by
+    hand with the masked categoricals' (:mod:`agents.ppo.loss_kernel`), the graph step the Gaussian's only.
     """
     device = torch.device(config.device).type
     if config.recurrent:
@@ -105,10 +105,10 @@ def choose_step(config: PPOConfig, sync: GradientSync | None = None) -> StepKind
         return SequenceStep
     if sync is not None:
         return MultiRankStep
-    if config.branches or config.conv:
+    if config.conv:
         return EagerStep
     if device == "cuda" and config.cuda_graph:
-        return GraphStep
+        return EagerStep if config.branches else GraphStep
     if device == "cpu" and config.fused:
         return WrittenOutStep
     return EagerStep
@@ -146,7 +146,7 @@ class WrittenOutStep:
     def __init__(self, parts: StepParts) -> None:
         cfg = parts.config
         self.parts = parts
-        assert isinstance(parts.actor, GaussianActor), "the written-out step holds the Gaussian's maths"
+        assert isinstance(parts.actor, GaussianActor | MixedActor), "the written-out step holds an MLP actor's maths"
         self.gradients = WrittenOutGradients((parts.actor, parts.critic), parts.optimizer, cfg)
         self.limits = np.array(parts.limits, dtype=np.float64)
 

@@ -16,9 +16,9 @@ import torch
 from agents import PPOAgent, PPOConfig, Segment, SegmentEnd, agent_from_checkpoint
 from agents.networks import MixedActor
 from agents.ppo.batch import Minibatch
-from agents.ppo.gradients import AutogradGradients, make_gradients
+from agents.ppo.gradients import AutogradGradients, WrittenOutGradients, make_gradients
 from agents.ppo.loss import minibatch_loss, reference_surrogate
-from agents.ppo.steps import EagerStep, MultiRankStep, choose_step
+from agents.ppo.steps import EagerStep, MultiRankStep, WrittenOutStep, choose_step
 from tests.agents.ppo.test_agent import config, snapshot
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -100,21 +100,28 @@ def probabilities(agent: PPOAgent, mask: np.ndarray) -> np.ndarray:
         return torch.softmax(logits.masked_fill(~torch.from_numpy(mask), -math.inf), -1).numpy()
 
 
-def test_a_discrete_config_builds_the_mixed_actor_and_takes_the_reference_step_on_the_cpu():
-    """Every fused default would pick the written-out step; discrete branches take the reference one."""
+def test_a_discrete_config_builds_the_mixed_actor_and_takes_the_written_out_step_on_the_cpu():
+    """The CPU's written-out step holds the masked categoricals' maths too; ``fused=False`` is the reference."""
     agent = PPOAgent(bandit_config())
-    assert isinstance(agent.actor, MixedActor) and type(agent.step) is EagerStep
+    assert isinstance(agent.actor, MixedActor) and type(agent.step) is WrittenOutStep
     assert agent.actor.log_std.shape == (0,)  # no continuous dims: the log-std guards act on nothing
+    assert type(PPOAgent(bandit_config(fused=False)).step) is EagerStep
 
 
-@pytest.mark.parametrize("device", ["cpu", "cuda"])
-def test_discrete_branches_take_the_reference_gradients_on_every_device_and_rank(device: str):
-    """The choice reads only the config: a CUDA run's graph step, and the ranks' fused gradients, are Gaussian-only."""
-    cfg = bandit_config(device=device)
+def test_discrete_branches_take_the_reference_gradients_on_cuda():
+    """The CUDA graph step and the fused autograd nodes hold the Gaussian's log-density only."""
+    cfg = bandit_config(device="cuda")
     assert choose_step(cfg) is EagerStep and choose_step(cfg, sync=lambda params, ok: ok) is MultiRankStep
     agent = PPOAgent(bandit_config())  # the networks on the CPU; the path as the CUDA config chooses it
     gradients = make_gradients((agent.actor, agent.critic), agent.optimizer, cfg)
     assert isinstance(gradients, AutogradGradients) and gradients.surrogate is reference_surrogate
+
+
+def test_discrete_ranks_on_the_cpu_average_the_written_out_gradients():
+    cfg = bandit_config()
+    assert choose_step(cfg, sync=lambda params, ok: ok) is MultiRankStep
+    agent = PPOAgent(cfg)
+    assert isinstance(make_gradients((agent.actor, agent.critic), agent.optimizer, cfg), WrittenOutGradients)
 
 
 def test_ppo_learns_a_contextual_bandit_over_discrete_actions():

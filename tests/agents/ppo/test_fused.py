@@ -6,7 +6,9 @@ with the reference to rounding
 (1e-10) in every value and every gradient, across depths, both activations and every kink of
 the surrogate (both clipped regimes, ratios exactly inside the clip range where ``minimum``
 splits its gradient, the ±20 log-ratio clamp, ±inf and NaN old log-probs, the log-std at its
-bounds). In float32, whole updates of each land on the same parameters to 1e-5.
+bounds). In float32, whole updates of each land on the same parameters to 1e-5. The mixed actor's
+masked categoricals (discrete branches, with or without Gaussian dims) are held the same way on the
+written-out step, the one path besides the reference that knows them.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ OBS, ACT = 7, 3
 
 def pair(**overrides) -> tuple[PPOAgent, PPOAgent]:
     """(fused, reference) agents with the same weights, in float64."""
-    config = PPOConfig(OBS, ACT, hidden=(8, 8), entropy_coef=0.03, **overrides)
+    config = PPOConfig(OBS, overrides.pop("act_dim", ACT), hidden=(8, 8), entropy_coef=0.03, **overrides)
     fused, reference = PPOAgent(config), PPOAgent(dataclasses.replace(config, fused=False))
     reference.actor.load_state_dict(fused.actor.state_dict())
     reference.critic.load_state_dict(fused.critic.state_dict())
@@ -192,6 +194,123 @@ def test_whole_updates_land_on_the_same_parameters_in_float32(clip_per_network):
             agent.observe(_segments(seed))
         metrics = fused.update(), reference.update()
         assert metrics[0]["train/minibatches"] == metrics[1]["train/minibatches"] == 6.0
+    for got, want in zip(
+        [*fused.actor.parameters(), *fused.critic.parameters()],
+        [*reference.actor.parameters(), *reference.critic.parameters()],
+        strict=True,
+    ):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+# ── the mixed actor (masked categoricals, with or without Gaussian dims) on the written-out step ──
+
+
+def mixed_pair(continuous: int, branches: tuple[int, ...], **overrides) -> tuple[PPOAgent, PPOAgent]:
+    """(written-out, reference) agents of a mixed action space with the same weights, in float64."""
+    return pair(act_dim=continuous, branches=branches, **overrides)
+
+
+def mixed_inputs(agent: PPOAgent, n: int = 48, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """A minibatch of random masks (one legal action at least per branch), legal taken actions, and old
+    log-probs that put ratios in both clipped regimes and exactly at 1."""
+    cfg, g = agent.config, torch.Generator().manual_seed(seed)
+    obs = torch.randn(n, OBS, generator=g, dtype=torch.float64)
+    masks, dact = [], []
+    for size in cfg.branches:
+        mask = torch.rand(n, size, generator=g) > 0.4
+        mask[torch.arange(n), torch.randint(0, size, (n,), generator=g)] = True
+        legal_scores = torch.where(mask, torch.rand(n, size, generator=g), -1.0)
+        masks.append(mask)
+        dact.append(legal_scores.argmax(-1))
+    cont = torch.randn(n, cfg.act_dim, generator=g, dtype=torch.float64)
+    dact_t = torch.stack(dact, dim=1).double()
+    actions = torch.cat([cont, dact_t, torch.cat(masks, dim=1).double()], dim=1)
+    with torch.no_grad():
+        logp = agent.actor.log_prob(obs, actions)[0]
+    offsets = torch.tensor([-0.5, -0.05, 0.0, 0.05, 0.5], dtype=torch.float64)
+    old = logp - offsets[torch.randint(0, len(offsets), (n,), generator=g)]
+    return (
+        obs,
+        actions,
+        old,
+        torch.randn(n, generator=g, dtype=torch.float64),
+        torch.randn(n, generator=g, dtype=torch.float64),
+    )
+
+
+def assert_written_out_is_the_reference(fused: PPOAgent, reference: PPOAgent, batch: tuple[torch.Tensor, ...]) -> None:
+    """Values and every gradient (log-std, both networks) of the written-out step equal the reference's in float64."""
+    assert isinstance(fused.step.gradients, WrittenOutGradients)
+    assert isinstance(reference.step.gradients, AutogradGradients)
+    values_r, grads_r = loss_and_grads(reference, batch)
+    values_f, grads_f = loss_and_grads(fused, batch)
+    for key in values_r:
+        rel = 1e-6 if key == "clip_fraction" else 1e-10
+        assert values_f[key] == pytest.approx(values_r[key], rel=rel, abs=1e-12, nan_ok=True), key
+    for got, want in zip(grads_f, grads_r, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize(("continuous", "branches"), [(0, (7,)), (0, (2, 5, 3)), (2, (3, 4)), (1, (1, 6))])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_a_mixed_actors_written_out_loss_and_gradients_equal_the_reference(continuous, branches, activation):
+    fused, reference = mixed_pair(continuous, branches, activation=activation)
+    batch = mixed_inputs(fused)
+    with torch.no_grad():
+        ratio = (fused.actor.log_prob(batch[0], batch[1])[0] - batch[2]).exp()
+    assert (ratio > 1.2).any() and (ratio < 0.8).any() and (ratio == 1.0).any()  # every regime is present
+    assert_written_out_is_the_reference(fused, reference, batch)
+
+
+def test_a_mixed_actors_penalty_clamp_and_bounds_agree():
+    """The mean-bound penalty reads the continuous part only; the log-ratio clamp and the log-std bounds as the Gaussian's."""
+    fused, reference = mixed_pair(2, (3, 4), mean_bound=0.005, mean_bound_coef=2.0)
+    for agent in (fused, reference):
+        with torch.no_grad():
+            agent.actor.log_std.copy_(torch.tensor([agent.config.log_std_min, agent.config.log_std_max]))
+    obs, actions, old, adv, ret = mixed_inputs(fused, seed=3)
+    old = old.clone()
+    old[::5] += 1e6
+    old[1::7] = -math.inf
+    assert_written_out_is_the_reference(fused, reference, (obs, actions, old, adv, ret))
+    assert loss_and_grads(fused, (obs, actions, old, adv, ret))[0]["mean_excess"] > 0
+
+
+def test_a_mixed_actors_nan_old_log_prob_gives_the_reference_nan_loss():
+    fused, reference = mixed_pair(0, (7,))
+    obs, actions, old, adv, ret = mixed_inputs(fused)
+    old = old.clone()
+    old[4] = math.nan
+    assert_written_out_is_the_reference(fused, reference, (obs, actions, old, adv, ret))
+    assert math.isnan(loss_and_grads(fused, (obs, actions, old, adv, ret))[0]["loss"])
+
+
+def _discrete_segments(seed: int, branches: tuple[int, ...]) -> list[Segment]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for k, n in enumerate((40, 30, 26)):
+        masks = [rng.uniform(size=(n, size)) > 0.4 for size in branches]
+        for mask in masks:
+            mask[np.arange(n), rng.integers(0, mask.shape[1], n)] = True
+        dact = [np.array([rng.choice(np.flatnonzero(row)) for row in mask]) for mask in masks]
+        act = np.concatenate([np.stack(dact, axis=1), *masks], axis=1).astype(np.float32)
+        obs = rng.standard_normal((n, OBS), dtype=np.float32)
+        logp = rng.normal(-1.5, 0.3, n).astype(np.float32)
+        out.append(Segment("b", k, obs, act, logp, SegmentEnd.TERMINAL, None, 0, 0, rng.standard_normal(n).astype(np.float32)))
+    return out
+
+
+def test_whole_discrete_updates_land_on_the_same_parameters_in_float32():
+    """Two updates of the written-out step and the reference on a masked two-branch space: parameters equal to 1e-5."""
+    config = PPOConfig(OBS, 0, branches=(7, 3), rollout_steps=96, minibatch_size=32, epochs=2, seed=5, entropy_coef=0.1)
+    fused, reference = PPOAgent(config), PPOAgent(dataclasses.replace(config, fused=False))
+    assert isinstance(fused.step.gradients, WrittenOutGradients)
+    for seed in range(2):
+        for agent in (fused, reference):
+            agent.observe(_discrete_segments(seed, config.branches))
+        metrics = fused.update(), reference.update()
+        assert metrics[0]["train/minibatches"] == metrics[1]["train/minibatches"] == 6.0
+        assert metrics[0]["train/entropy"] == pytest.approx(metrics[1]["train/entropy"], rel=1e-5)
     for got, want in zip(
         [*fused.actor.parameters(), *fused.critic.parameters()],
         [*reference.actor.parameters(), *reference.critic.parameters()],
