@@ -9,9 +9,10 @@ when the agent is built, and again by :meth:`PPOAgent.distribute`: the reference
 written-out one, the multi-rank one or the CUDA graph's (:mod:`agents.ppo.steps`). Every guard is
 one the Nim trainer this was ported from needed after a real failure; each one has its reason
 beside it. A config with discrete ``branches`` gets a :class:`~agents.networks.MixedActor` (the CPU's
-written-out step, or the reference on CUDA); its rollout's actions are the packed block the actor splits. With ``obs_norm`` the
-rollout's observations are normalized once, as it is prepared, so every path and every kernel sees
-normalized observations without knowing it (:meth:`PPOAgent.update` says when the statistics move).
+written-out step, or the reference on CUDA); its rollout's actions are the packed block the actor
+splits. With ``obs_norm`` the rollout's observations are normalized once, as it is prepared, so every
+path and every kernel sees normalized observations without knowing it (:meth:`PPOAgent.update` says
+when the statistics move).
 """
 
 from __future__ import annotations
