@@ -70,8 +70,9 @@ def _kernel(
     # ``mean`` is the actor's whole head: the Gaussian's ``dims`` means, then each branch's logits. ``actions``
     # is the packed block: the continuous action, one index per branch, then every branch's 0/1 mask.
     rows, dims, nb = mean.shape[0], log_std_raw.shape[0], branches.shape[0]
-    lse = np.empty(nb)  # per branch of the row at hand: the legal logits' log-sum-exp, the entropy
-    branch_entropy = np.empty(nb)
+    branch_entropy = np.empty(nb)  # per branch of the row at hand
+    probs = np.empty(mean.shape[1] - dims)  # the row's legal actions' probabilities and log-probabilities
+    log_probs = np.empty(mean.shape[1] - dims)
     discrete_entropy_sum = 0.0
     eps, max_log_ratio, value_coef, entropy_coef = weights[0], weights[1], weights[2], weights[3]
     entropy_scale = entropy_coef / rows  # d(-entropy_coef * mean over rows of entropy) per row
@@ -115,16 +116,18 @@ def _kernel(
                 for k in range(n):
                     if actions[i, mask_col + k] > 0.5:
                         total += math.exp(mean[i, head + k] - top)
-                lse[b] = top + math.log(total)  # a NaN logit makes it NaN, and the loss with it
+                lse = top + math.log(total)  # a NaN logit makes it NaN, and the loss with it
                 h = 0.0
                 for k in range(n):
                     if actions[i, mask_col + k] > 0.5:
-                        log_p = mean[i, head + k] - lse[b]
-                        h -= math.exp(log_p) * log_p
+                        log_p = mean[i, head + k] - lse
+                        p = math.exp(log_p)
+                        log_probs[head - dims + k], probs[head - dims + k] = log_p, p
+                        h -= p * log_p
                 branch_entropy[b] = h
                 discrete_entropy_sum += h
                 a = int(actions[i, dims + b])
-                raw += (mean[i, head + a] if actions[i, mask_col + a] > 0.5 else _MASKED_LOGIT) - lse[b]
+                raw += (mean[i, head + a] if actions[i, mask_col + a] > 0.5 else _MASKED_LOGIT) - lse
                 head += n
                 mask_col += n
         log_ratio = raw
@@ -171,17 +174,16 @@ def _kernel(
             grad_mean[i, j] = g
         if nb > 0:
             # d logp / d logit_k = [k taken] - p_k; d entropy / d logit_k = -p_k (log p_k + entropy); illegal: 0.
-            head, mask_col = dims, dims + nb
+            head, mask_col = 0, dims + nb
             for b in range(nb):
                 a = int(actions[i, dims + b])
                 for k in range(branches[b]):
                     if actions[i, mask_col + k] > 0.5:
-                        log_p = mean[i, head + k] - lse[b]
-                        p = math.exp(log_p)
-                        g = grad_logp * ((1.0 if k == a else 0.0) - p) + entropy_scale * p * (log_p + branch_entropy[b])
-                        grad_mean[i, head + k] = g
+                        p = probs[head + k]
+                        g = grad_logp * ((1.0 if k == a else 0.0) - p)
+                        grad_mean[i, dims + head + k] = g + entropy_scale * p * (log_probs[head + k] + branch_entropy[b])
                     else:
-                        grad_mean[i, head + k] = 0.0
+                        grad_mean[i, dims + head + k] = 0.0
                 head += branches[b]
                 mask_col += branches[b]
         grad_value[i] = error * value_scale

@@ -46,7 +46,13 @@ def inputs(agent: PPOAgent, n: int = 40, seed: int = 0) -> tuple[torch.Tensor, .
     """A minibatch whose old log-probs put ratios in both clipped regimes and exactly at 1 (a tie)."""
     g = torch.Generator().manual_seed(seed)
     obs = torch.randn(n, OBS, generator=g, dtype=torch.float64)
-    actions = torch.randn(n, ACT, generator=g, dtype=torch.float64)
+    return around(agent, obs, torch.randn(n, ACT, generator=g, dtype=torch.float64), g)
+
+
+def around(agent: PPOAgent, obs: torch.Tensor, actions: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """(obs, actions, old log-probs, advantages, returns): the old log-probs the agent's own, each shifted by one of
+    -0.5, -0.05, 0, 0.05, 0.5, so the ratios fall in both clipped regimes, inside, and exactly at 1."""
+    n = len(obs)
     with torch.no_grad():
         logp = agent.actor.log_prob(obs, actions)[0]
     offsets = torch.tensor([-0.5, -0.05, 0.0, 0.05, 0.5], dtype=torch.float64)
@@ -70,13 +76,16 @@ def loss_and_grads(
     return {k: float(v.detach()) for k, v in out.items()}, [p.grad.clone() for p in params]
 
 
-def assert_same(fused: PPOAgent, reference: PPOAgent, batch: tuple[torch.Tensor, ...]) -> None:
-    """The written-out step and the autograd nodes each give the reference's values and gradients."""
+def assert_same(
+    fused: PPOAgent, reference: PPOAgent, batch: tuple[torch.Tensor, ...], paths: tuple[bool, ...] = (False, True)
+) -> None:
+    """The written-out step and the autograd nodes (``paths``: ``nodes`` or not) each give the reference's values
+    and gradients."""
     assert isinstance(fused.step.gradients, WrittenOutGradients)
     assert isinstance(reference.step.gradients, AutogradGradients)
     values_r, grads_r = loss_and_grads(reference, batch)
     assert values_r.keys() == set(STEP_STATS)
-    for nodes in (False, True):
+    for nodes in paths:
         values_f, grads_f = loss_and_grads(fused, batch, nodes=nodes)
         assert values_f.keys() == values_r.keys()
         for key in values_f:
@@ -84,6 +93,13 @@ def assert_same(fused: PPOAgent, reference: PPOAgent, batch: tuple[torch.Tensor,
             assert values_f[key] == pytest.approx(values_r[key], rel=rel, abs=1e-12, nan_ok=True), (key, nodes)
         for got, want in zip(grads_f, grads_r, strict=True):
             torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12, equal_nan=True)
+
+
+def assert_every_ratio_regime(agent: PPOAgent, batch: tuple[torch.Tensor, ...]) -> None:
+    """Both clipped regimes and exact ties are in the batch, so the surrogate's every kink is compared."""
+    with torch.no_grad():
+        ratio = (agent.actor.log_prob(batch[0], batch[1])[0] - batch[2]).exp()
+    assert (ratio > 1.2).any() and (ratio < 0.8).any() and (ratio == 1.0).any()
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
@@ -115,9 +131,7 @@ def test_networks_pass_equals_the_modules_in_value_and_gradient(activation, hidd
 def test_minibatch_loss_and_every_gradient_equal_the_reference(advantage_norm):
     fused, reference = pair(advantage_norm=advantage_norm)
     batch = inputs(fused)
-    with torch.no_grad():
-        ratio = (fused.actor.log_prob(batch[0], batch[1])[0] - batch[2]).exp()
-    assert (ratio > 1.2).any() and (ratio < 0.8).any() and (ratio == 1.0).any()  # every regime is present
+    assert_every_ratio_regime(fused, batch)
     assert_same(fused, reference, batch)
 
 
@@ -204,10 +218,8 @@ def test_whole_updates_land_on_the_same_parameters_in_float32(clip_per_network):
 
 # ── the mixed actor (masked categoricals, with or without Gaussian dims) on the written-out step ──
 
-
-def mixed_pair(continuous: int, branches: tuple[int, ...], **overrides) -> tuple[PPOAgent, PPOAgent]:
-    """(written-out, reference) agents of a mixed action space with the same weights, in float64."""
-    return pair(act_dim=continuous, branches=branches, **overrides)
+WRITTEN_OUT = (False,)
+"""The one fused path that knows the masked categoricals: the autograd nodes hold the Gaussian's only."""
 
 
 def mixed_inputs(agent: PPOAgent, n: int = 48, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -225,64 +237,7 @@ def mixed_inputs(agent: PPOAgent, n: int = 48, seed: int = 0) -> tuple[torch.Ten
     cont = torch.randn(n, cfg.act_dim, generator=g, dtype=torch.float64)
     dact_t = torch.stack(dact, dim=1).double()
     actions = torch.cat([cont, dact_t, torch.cat(masks, dim=1).double()], dim=1)
-    with torch.no_grad():
-        logp = agent.actor.log_prob(obs, actions)[0]
-    offsets = torch.tensor([-0.5, -0.05, 0.0, 0.05, 0.5], dtype=torch.float64)
-    old = logp - offsets[torch.randint(0, len(offsets), (n,), generator=g)]
-    return (
-        obs,
-        actions,
-        old,
-        torch.randn(n, generator=g, dtype=torch.float64),
-        torch.randn(n, generator=g, dtype=torch.float64),
-    )
-
-
-def assert_written_out_is_the_reference(fused: PPOAgent, reference: PPOAgent, batch: tuple[torch.Tensor, ...]) -> None:
-    """Values and every gradient (log-std, both networks) of the written-out step equal the reference's in float64."""
-    assert isinstance(fused.step.gradients, WrittenOutGradients)
-    assert isinstance(reference.step.gradients, AutogradGradients)
-    values_r, grads_r = loss_and_grads(reference, batch)
-    values_f, grads_f = loss_and_grads(fused, batch)
-    for key in values_r:
-        rel = 1e-6 if key == "clip_fraction" else 1e-10
-        assert values_f[key] == pytest.approx(values_r[key], rel=rel, abs=1e-12, nan_ok=True), key
-    for got, want in zip(grads_f, grads_r, strict=True):
-        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12, equal_nan=True)
-
-
-@pytest.mark.parametrize(("continuous", "branches"), [(0, (7,)), (0, (2, 5, 3)), (2, (3, 4)), (1, (1, 6))])
-@pytest.mark.parametrize("activation", ["tanh", "relu"])
-def test_a_mixed_actors_written_out_loss_and_gradients_equal_the_reference(continuous, branches, activation):
-    fused, reference = mixed_pair(continuous, branches, activation=activation)
-    batch = mixed_inputs(fused)
-    with torch.no_grad():
-        ratio = (fused.actor.log_prob(batch[0], batch[1])[0] - batch[2]).exp()
-    assert (ratio > 1.2).any() and (ratio < 0.8).any() and (ratio == 1.0).any()  # every regime is present
-    assert_written_out_is_the_reference(fused, reference, batch)
-
-
-def test_a_mixed_actors_penalty_clamp_and_bounds_agree():
-    """The mean-bound penalty reads the continuous part only; the log-ratio clamp and the log-std bounds as the Gaussian's."""
-    fused, reference = mixed_pair(2, (3, 4), mean_bound=0.005, mean_bound_coef=2.0)
-    for agent in (fused, reference):
-        with torch.no_grad():
-            agent.actor.log_std.copy_(torch.tensor([agent.config.log_std_min, agent.config.log_std_max]))
-    obs, actions, old, adv, ret = mixed_inputs(fused, seed=3)
-    old = old.clone()
-    old[::5] += 1e6
-    old[1::7] = -math.inf
-    assert_written_out_is_the_reference(fused, reference, (obs, actions, old, adv, ret))
-    assert loss_and_grads(fused, (obs, actions, old, adv, ret))[0]["mean_excess"] > 0
-
-
-def test_a_mixed_actors_nan_old_log_prob_gives_the_reference_nan_loss():
-    fused, reference = mixed_pair(0, (7,))
-    obs, actions, old, adv, ret = mixed_inputs(fused)
-    old = old.clone()
-    old[4] = math.nan
-    assert_written_out_is_the_reference(fused, reference, (obs, actions, old, adv, ret))
-    assert math.isnan(loss_and_grads(fused, (obs, actions, old, adv, ret))[0]["loss"])
+    return around(agent, obs, actions, g)
 
 
 def _discrete_segments(seed: int, branches: tuple[int, ...]) -> list[Segment]:
