@@ -240,6 +240,38 @@ def mixed_inputs(agent: PPOAgent, n: int = 48, seed: int = 0) -> tuple[torch.Ten
     return around(agent, obs, actions, g)
 
 
+@pytest.mark.parametrize(("continuous", "branches"), [(0, (7,)), (0, (2, 5, 3)), (2, (3, 4)), (1, (1, 6))])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_a_mixed_actors_written_out_loss_and_gradients_equal_the_reference(continuous, branches, activation):
+    fused, reference = pair(act_dim=continuous, branches=branches, activation=activation)
+    batch = mixed_inputs(fused)
+    assert_every_ratio_regime(fused, batch)
+    assert_same(fused, reference, batch, paths=WRITTEN_OUT)
+
+
+def test_a_mixed_actors_penalty_clamp_and_bounds_agree():
+    """The mean-bound penalty reads the continuous part only; the log-ratio clamp and the log-std bounds as the Gaussian's."""
+    fused, reference = pair(act_dim=2, branches=(3, 4), mean_bound=0.005, mean_bound_coef=2.0)
+    for agent in (fused, reference):
+        with torch.no_grad():
+            agent.actor.log_std.copy_(torch.tensor([agent.config.log_std_min, agent.config.log_std_max]))
+    obs, actions, old, adv, ret = mixed_inputs(fused, seed=3)
+    old = old.clone()
+    old[::5] += 1e6
+    old[1::7] = -math.inf
+    assert_same(fused, reference, (obs, actions, old, adv, ret), paths=WRITTEN_OUT)
+    assert loss_and_grads(fused, (obs, actions, old, adv, ret))[0]["mean_excess"] > 0
+
+
+def test_a_mixed_actors_nan_old_log_prob_gives_the_reference_nan_loss():
+    fused, reference = pair(act_dim=0, branches=(7,))
+    obs, actions, old, adv, ret = mixed_inputs(fused)
+    old = old.clone()
+    old[4] = math.nan
+    assert_same(fused, reference, (obs, actions, old, adv, ret), paths=WRITTEN_OUT)
+    assert math.isnan(loss_and_grads(fused, (obs, actions, old, adv, ret))[0]["loss"])
+
+
 def _discrete_segments(seed: int, branches: tuple[int, ...]) -> list[Segment]:
     rng = np.random.default_rng(seed)
     out = []
