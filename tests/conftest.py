@@ -184,13 +184,13 @@ class TinyRun:
         return destination
 
 
-TINY_RUN_ARGS = ("train", "--opponent", "sitting", "--matches", "4", "--rounds", "4", "--ticks-per-round", "100",
+TINY_RUN_ARGS = ("train", "--opponent", "sitting", "--matches", "4", "--rounds", "48", "--ticks-per-round", "100",
                  "--eval-rounds", "0", "--no-report")  # fmt: skip
 
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> TinyRun:
-    """A tank run against `sitting` (4 matches, 4 rounds of 100 ticks): the checkpoint that export, match and
+    """A tank run against `sitting` (4 matches, 48 rounds of 100 ticks: some 18 updates): the checkpoint that export, match and
     resume tests read. Under pytest-xdist the workers share one run: the first makes it under a file lock, the
     others wait for it and read it (the base temp directory's parent is the run's, one per session)."""
     shared = tmp_path_factory.getbasetemp()

@@ -163,8 +163,16 @@ class TrainPlan:
         """The learning bots' spec (bot ``i`` of the run plays ``bot_spec(url).nth(i)``)."""
         return LearningBotSpec(
             url, self.opponents, self.matches, self.ticks_per_round, self.server.server.token, self.seed, "tank",
-            self.league, engine=self.engine, observation=self.observation,
+            self.league, rounds=self._rounds_per_log(), engine=self.engine, observation=self.observation,
         )  # fmt: skip
+
+    def _rounds_per_log(self) -> int | None:
+        """``--rounds`` as the bots count it, so that they stop at the budget instead of when the watch loop next
+        looks (four times a second: a fast run of 100-tick rounds had played 48 when asked for 4). Bot threads share
+        one match log and count the run's rounds; each worker process counts its own, so it plays its share."""
+        if self.rounds is None or not self.layout.workers:
+            return self.rounds
+        return -(-self.rounds // self.layout.workers)
 
     def royale_share_spec(self, url: str) -> LearningBotSpec:
         """The learning bot of the league's Tank Royale share: ``royale_matches`` matches against each bot, paced."""

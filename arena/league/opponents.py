@@ -193,3 +193,6 @@ class _LiveSelf(PolicyController):
         if self.policy is None:  # before the first act of the learner: stand still
             return np.zeros((len(obs), ACT_DIM), np.float32)
         return self.policy.sample(obs, self.rng, deterministic=not self.stochastic)
+
+    def reset(self, mask: NDArray[np.bool_]) -> None:
+        """Nothing to reset: the live self is memoryless (a recurrent learner gets no self-play)."""

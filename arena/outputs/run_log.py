@@ -133,7 +133,9 @@ def throughput_figures(
     """
     stats = server.stats()
     first = rounds_log.first_tick_at if rounds_log is not None else None
-    played = played_until - first if first is not None else None
+    # None too when play ended before the first report reached this process (a run of a few rounds): its first
+    # tick is then logged after the stop, and a rate over no time would be meaningless (it printed as negative).
+    played = played_until - first if first is not None and played_until > first else None
     trained = stats.steps_trained
     figures: dict[str, Any] = {
         "seconds_from_first_step": round(played, 2) if played else None,

@@ -28,12 +28,12 @@ def test_train_then_resume_continues_the_policy_version(tmp_path, capsys):
     options = ["--league-option", "snapshot_every=2", "--league-option", "max_snapshots=2"]
     options += ["--league-option", "self_share=0.1"]
     common = ["train", "--ticks-per-round", "150", "--matches", "4", "--out", str(out), *options]
-    arena(*common, "--rounds", "10", "--eval-rounds", "10", "--agent-option", "final_lr_fraction=0.5")
+    arena(*common, "--rounds", "400", "--eval-rounds", "10", "--agent-option", "final_lr_fraction=0.5")
     first = json.loads((out / "summary.json").read_text())
     # The run reports its budget's progress to PPO: the learning rate falls with it, from 3e-4 toward 1.5e-4.
     rates = [json.loads(line)["train/learning_rate"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert rates == sorted(rates, reverse=True) and 1.5e-4 <= rates[-1] < 3e-4, rates
-    assert first["rounds"] >= 10 and first["updates"] >= 1 and first["opponents"] == ["league"]
+    assert first["rounds"] >= 400 and first["updates"] >= 1 and first["opponents"] == ["league"]
     assert {"agent", "policy_version", "updates", "rounds", "transitions", "wall_seconds", "win_rate_last_100"} <= set(first)
     # The layout the run chose, and why (2+ cores: the learning bot in a worker process), and where its time went.
     layout = first["layout"]
@@ -499,7 +499,9 @@ def test_train_ends_with_a_table_and_json_on_request(tmp_path, tiny_run):
     summary = json.loads((tiny_run.out / "summary.json").read_text())
     assert summary["win_rate_first_100"] is None and summary["gradient_steps"] >= summary["updates"]
     lines = arena(*common, "--json", "--out", str(tmp_path / "b")).stdout.splitlines()
-    assert json.loads(lines[-1])["rounds"] >= 2  # the object is the last line
+    # The object is the last line; the bots stop at the budget (a round more per match ending on the same tick at most),
+    # not when the watch loop next looks (it had played 48 rounds when asked for 4).
+    assert 2 <= json.loads(lines[-1])["rounds"] <= 2 + 1
 
 
 def test_worker_over_wss_verifies_the_certificate(tmp_path):

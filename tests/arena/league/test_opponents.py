@@ -114,6 +114,24 @@ def test_self_play_plays_the_live_policy():
     np.testing.assert_allclose(out[rows, 1].mean(axis=0), policy.mean(obs[rows, 1]).mean(axis=0), atol=0.5)
 
 
+def test_self_play_goes_on_through_the_end_of_its_rounds():
+    """Rounds that end reset their seats; the live self has no state to reset (it once raised there and killed
+    the worker of every run with ``self_share``)."""
+    battle = TankBattle(8, 2, TankRules(max_ticks=20), seed=0)
+    opponents = LeagueSpec(LeagueConfig(self_share=0.9, max_snapshots=0)).build(n_matches=8, seed=0)
+    opponents.learner(learner_policy(1))
+    actions = np.zeros((8, 2, ACT_DIM), np.float32)
+    ended = 0
+    for _ in range(45):  # two rounds and more in every match
+        opponents.act(battle.observe(), actions)
+        info = battle.step(actions)
+        if info.round_over.any():
+            opponents.rounds_ended(info)
+            ended += int(info.round_over.sum())
+            battle.reset(info.round_over)
+    assert ended >= 16 and SELF in opponents.names
+
+
 def test_resume_keeps_the_saved_files_and_adds_new_ones(tmp_path):
     from bot_protocol import encode
 

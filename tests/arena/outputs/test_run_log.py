@@ -105,6 +105,10 @@ def test_throughput_figures_are_whole_run_rates() -> None:
     empty = throughput_figures(source(), None, None, trainer_cpu=0.0, played_until=5.0)
     assert empty["seconds_from_first_step"] is None and empty["trained_steps_per_s"] is None
     assert empty["minibatch_ms"] is None and "loop_lag_p99_ms" not in empty and "bot_cpu_us_per_step" not in empty
+    # A run of a few rounds can stop before a worker's first report arrives: its first tick is logged after the
+    # stop, and the rate is unknown, not negative.
+    late = throughput_figures(server, SimpleNamespace(first_tick_at=21.0, ticks=1000), None, 0.5, played_until=20.0)
+    assert late["seconds_from_first_step"] is None and late["trained_steps_per_s"] is None
 
 
 def test_progress_off_a_terminal_prints_one_plain_line(capsys) -> None:
