@@ -117,6 +117,8 @@ def tank_ppo_options(n_agents: int, league: bool = False) -> dict[str, Any]:
 
 GYM_ENVS = 8
 """Sub-environments ``arena gym`` plays when it runs its own server (one vector env, one bot)."""
+GYM_WORKERS = 1
+"""Bot processes of ``arena gym`` with its own server (``--workers``), sharing its ``--n-envs`` games."""
 GYM_STEPS_PER_ENV = 128
 """Steps each sub-environment adds to one PPO rollout of ``arena gym``."""
 TURN_OPENING = 6

@@ -150,14 +150,14 @@ def audited(mover: Any, tactics: Tactics) -> Any:
 # ── ours ─────────────────────────────────────────────────────────────────────
 
 
-def ours(
-    seed: int, steps: int, n_envs: int, out: Path, options: list[str], opponent: str = "self", opening: int | None = None
-) -> dict[str, Any]:
-    """``arena gym GAME --steps N --json`` (plus ``--agent-option``s) in a subprocess: its summary, or a failure."""
+def ours(seed: int, steps: int, out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``arena gym GAME --steps N --json`` (plus the probe's flags: ``--agent-option``s, ``--opponent``, ``--opening``,
+    ``--workers``) in a subprocess: its summary, or a failure."""
     command = [sys.executable, "-m", "arena.cli", "gym", GAME, "--steps", str(steps), "--seed", str(seed)]
-    command += ["--n-envs", str(n_envs), "--eval-episodes", "0", "--json", "--out", str(out), "--opponent", opponent]
-    command += [flag for option in options for flag in ("--agent-option", option)]
-    command += [] if opening is None else ["--opening", str(opening)]
+    command += ["--n-envs", str(args.n_envs), "--eval-episodes", "0", "--json", "--out", str(out)]
+    command += ["--opponent", args.opponent, *[flag for option in args.agent_option for flag in ("--agent-option", option)]]
+    command += [] if args.opening is None else ["--opening", str(args.opening)]
+    command += [] if args.workers is None else ["--workers", str(args.workers)]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -289,6 +289,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary directory)")
     parser.add_argument("--opponent", default="self", help="arena gym's --opponent while training (default: self)")
     parser.add_argument("--opening", type=int, default=None, help="arena gym's --opening (default: arena gym's)")
+    parser.add_argument("--workers", type=int, default=None, help="arena gym's --workers (default: arena gym's)")
     parser.add_argument(
         "--agent-option", action="append", default=[], metavar="NAME=VALUE", help="passed to arena gym (a probe)"
     )
@@ -302,12 +303,12 @@ def main() -> int:
         root = str(args.out or scratch)
         rate = args.rows_per_s
         if rate is None and not args.baseline_only:  # a short run sizes the step budget to the wall-clock one
-            probe = ours(0, PROBE_MOVES, args.n_envs, Path(root) / "probe", args.agent_option, args.opponent, args.opening)
+            probe = ours(0, PROBE_MOVES, Path(root) / "probe", args)
             rate = probe.get("steps_per_s", 2_000.0)
             log(started, f"probe: {rate:,.0f} learner moves a second")
         steps = 0 if rate is None else int(rate * budget)
         for seed in [] if args.baseline_only else args.seeds:
-            run = ours(seed, steps, args.n_envs, Path(root) / f"seed{seed}", args.agent_option, args.opponent, args.opening)
+            run = ours(seed, steps, Path(root) / f"seed{seed}", args)
             if "failed" not in run:
                 run["results"] = evaluate_ours(Path(root) / f"seed{seed}", args.games, seed + 10_000)
             runs.append(run)
@@ -347,6 +348,7 @@ def main() -> int:
                 "agent_options": args.agent_option,
                 "opponent": args.opponent,
                 "opening": args.opening,
+                "workers": args.workers,
                 "steps": steps,
                 "ours": {"seeds": runs, "median_win": wins},
                 "maskable_ppo": baseline,

@@ -1,4 +1,4 @@
-"""``arena gym``'s own bot in a child process: the game's Python and the policy off the trainer's GIL.
+"""``arena gym``'s own bots in child processes: the game's Python and the policy off the trainer's GIL.
 
 Why a process: ``arena gym ENV`` without ``--url`` runs its server, its trainer and its bot on one
 machine. In one interpreter they share one GIL, so the run used one core of two: LunarLander-v3
@@ -8,6 +8,11 @@ trained at 1,900 environment steps/s in one process and at about 8,400 with the 
 turn-based game) and reports what it played every ``chunk`` through a queue; it ends by itself
 when the parent dies (:func:`~arena.bots.parent_watch.die_with_parent`), and an error in it comes
 back to the parent as one line.
+
+With the learner's step written out (``agents.ppo.fused``), one bot no longer keeps the learner busy:
+connect four trained 8,500 moves a second with the learner's thread at about 13% of a core, the
+bot's process at 100% of the other. :meth:`BotJob.split` shares a job's games and steps among
+several children, which play side by side against the same server (``arena gym --workers``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import contextlib
 import multiprocessing as mp
 import queue
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +56,24 @@ class BotJob:
         if self.steps < 0 or self.chunk < 1 or self.n_envs < 1 or self.opening < 0:
             raise ValueError(f"a bot job needs steps >= 0, chunk >= 1, n_envs >= 1 and opening >= 0: {self}")
 
+    def split(self, processes: int) -> list[BotJob]:
+        """This job shared among ``processes`` children: the games (``n_envs``) and the steps in proportion, each
+        child its own seed and name. The first child keeps this job's seed and name, so one process plays
+        exactly this job.
+
+        Raises:
+            ValueError: fewer than one process, or more processes than games.
+        """
+        if not 1 <= processes <= self.n_envs:
+            raise ValueError(f"{processes} bot processes for {self.n_envs} game(s): need 1 to {self.n_envs}")
+        games = [self.n_envs // processes + (i < self.n_envs % processes) for i in range(processes)]
+        steps = [self.steps * g // self.n_envs for g in games]
+        steps[0] += self.steps - sum(steps)  # the rounding's remainder, so the children play exactly ``steps``
+        return [
+            replace(self, n_envs=g, steps=s, seed=self.seed + 1_000_003 * i, name=self.name if i == 0 else f"{self.name}{i}")
+            for i, (g, s) in enumerate(zip(games, steps, strict=True))
+        ]
+
 
 @dataclass
 class Played:
@@ -69,8 +92,8 @@ class BotProcessError(RuntimeError):
     """The child failed; the message is its error in one line."""
 
 
-def _play(job: BotJob, reports: Any) -> None:
-    """The child's work: build the bot, play ``job.steps`` in chunks, report each."""
+def _play(job: BotJob, reports: Any, index: int) -> None:
+    """The child's work: build the bot, play ``job.steps`` in chunks, report each (tagged with its ``index``)."""
     if job.turns:
         from .policies import load_policy
         from .turn_bot import PAST, RANDOM, SELF, TurnGameBot, load_turn_game
@@ -83,7 +106,7 @@ def _play(job: BotJob, reports: Any) -> None:
             while done < job.steps:
                 rows = turn_bot.run(min(job.chunk, job.steps - done))
                 done += rows
-                reports.put(("played", Played(rows, [], turn_bot.games_played, turn_bot.illegal_moves)))
+                reports.put(("played", index, Played(rows, [], turn_bot.games_played, turn_bot.illegal_moves)))
         return
     from .gym_bot import GymBot, make_env
 
@@ -93,71 +116,85 @@ def _play(job: BotJob, reports: Any) -> None:
         while done < job.steps:
             result = bot.run(min(job.chunk, job.steps - done))
             done += result.steps
-            reports.put(("played", Played(result.steps, list(result.episode_returns))))
+            reports.put(("played", index, Played(result.steps, list(result.episode_returns))))
 
 
-def _child_main(job: BotJob, reports: Any, parent: Parent) -> None:
+def _child_main(job: BotJob, reports: Any, parent: Parent, index: int) -> None:
     die_with_parent(parent)
     try:
-        _play(job, reports)
+        _play(job, reports, index)
     except KeyboardInterrupt:
-        reports.put(("error", "interrupted"))
+        reports.put(("error", index, "interrupted"))
     except BaseException as exc:  # every failure goes back to the parent as one line
-        reports.put(("error", f"{type(exc).__name__}: {exc}"))
+        reports.put(("error", index, f"{type(exc).__name__}: {exc}"))
     else:
-        reports.put(("end", None))
+        reports.put(("end", index, None))
 
 
 class BotProcess:
-    """One bot playing ``job`` in a spawned child; iterate over it for its reports, in order, until it ends.
+    """``job`` played by ``processes`` spawned children (:meth:`BotJob.split`); iterate over it for their
+    reports, in the order they arrive, until every child has played its steps. A report's ``games`` and
+    ``illegal_moves`` are the totals of all children so far.
 
-    Use as a context manager: leaving it (normally, on an error or Ctrl-C) ends the child.
+    Use as a context manager: leaving it (normally, on an error or Ctrl-C) ends the children.
     """
 
-    def __init__(self, job: BotJob) -> None:
+    def __init__(self, job: BotJob, processes: int = 1) -> None:
         self.job = job
+        self.jobs = job.split(processes)
         self._context = mp.get_context("spawn")
         self._reports: Any = self._context.Queue()
-        self._process: Any = None
+        self._processes: list[Any] = []
 
     def __enter__(self) -> BotProcess:
-        self._process = self._context.Process(
-            target=_child_main, args=(self.job, self._reports, Parent.here()), name="arena-gym-bot", daemon=True
-        )
-        self._process.start()
+        parent = Parent.here()
+        for index, job in enumerate(self.jobs):
+            name = "arena-gym-bot" if index == 0 else f"arena-gym-bot-{index}"
+            process = self._context.Process(
+                target=_child_main, args=(job, self._reports, parent, index), name=name, daemon=True
+            )
+            process.start()
+            self._processes.append(process)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        process = self._process
-        if process is None:
-            return
-        process.join(5.0 if exc[0] is None else 0.5)
-        if process.is_alive():
-            process.terminate()
-            process.join(5.0)
+        wait = 5.0 if exc[0] is None else 0.5
+        for process in self._processes:
+            process.join(wait)
+        for process in self._processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(5.0)
         with contextlib.suppress(Exception):
             self._reports.close()
             self._reports.join_thread()
 
     def __iter__(self) -> Iterator[Played]:
-        """The child's reports until it has played its steps.
+        """The children's reports until each has played its steps.
 
         Raises:
-            BotProcessError: the child failed (its error in one line) or died without a word.
+            BotProcessError: a child failed (its error in one line) or died without a word.
         """
-        while True:
+        running = set(range(len(self._processes)))
+        totals = {index: (0, 0) for index in running}  # (games, illegal moves) of each child so far
+        while running:
             try:
-                kind, payload = self._reports.get(timeout=POLL)
+                kind, index, payload = self._reports.get(timeout=POLL)
             except queue.Empty:
-                if self._process.is_alive():
+                dead = [i for i in running if not self._processes[i].is_alive()]
+                if not dead:
                     continue
                 try:  # it may have said its last word just before it ended
-                    kind, payload = self._reports.get(timeout=POLL)
+                    kind, index, payload = self._reports.get(timeout=POLL)
                 except queue.Empty:
-                    raise BotProcessError(f"the bot process died (exit code {self._process.exitcode})") from None
+                    code = self._processes[dead[0]].exitcode
+                    raise BotProcessError(f"the bot process died (exit code {code})") from None
             if kind == "played":
+                totals[index] = (payload.games, payload.illegal_moves)
+                payload.games = sum(games for games, _ in totals.values())
+                payload.illegal_moves = sum(illegal for _, illegal in totals.values())
                 yield payload
             elif kind == "end":
-                return
+                running.discard(index)
             else:
                 raise BotProcessError(f"the bot process failed: {payload}")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..defaults import GYM_ENVS, TURN_OPENING
+from ..defaults import GYM_ENVS, GYM_WORKERS, TURN_OPENING
 from .options import add_agent_flags, positive_int
 
 
@@ -41,6 +41,13 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         type=positive_int,
         default=None,
         help=f"sub-environments in one vector env (default: {GYM_ENVS} with its own server, 1 with --url)",
+    )
+    gym.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help=f"without --url: bot processes that share the --n-envs games and the steps (default: {GYM_WORKERS})",
     )
     gym.add_argument("--steps", type=positive_int, default=20_000, help="environment steps in all (default: 20000)")
     gym.add_argument("--seed", type=int, default=0, help="seed for the environment, the exploration and the agent")
@@ -101,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         ("--agent-option", args.agent_option),
         ("--opponent", args.opponent is not None),
         ("--opening", args.opening is not None),
+        ("--workers", args.workers is not None),
     )
     for flag, given in given_flags:
         if given:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..defaults import GYM_ENVS, TURN_OPENING, gym_ppo_options, turn_ppo_options
+from ..defaults import GYM_ENVS, GYM_WORKERS, TURN_OPENING, gym_ppo_options, turn_ppo_options
 from .options import parse_agent_options
 
 __all__ = ["GymPlan", "Say", "run_local", "summary_of"]
@@ -49,6 +49,12 @@ class GymPlan:
     """Turn-based games: who plays the learner's other seats (``self``, ``random``, ``past`` or a policy's file)."""
     opening: int = TURN_OPENING
     """Turn-based games: each game opens with 0 to ``opening`` random moves, drawn per game."""
+    workers: int = 1
+    """Bot processes sharing the ``n_envs`` games (:meth:`~arena.bots.bot_process.BotJob.split`)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.workers <= self.n_envs:
+            raise ValueError(f"--workers must be 1 to --n-envs ({self.n_envs}) bot processes, got {self.workers}")
 
     def options_for(self, agents: int, turns: bool = False, image: tuple[int, int, int] | None = None) -> dict[str, Any]:
         """The agent's config overrides for ``agents`` parallel agents: the preset (PPO), then ``--agent-option``.
@@ -103,6 +109,7 @@ class GymPlan:
             flags.name,
             opponent,
             opening,
+            GYM_WORKERS if flags.workers is None else flags.workers,
         )
 
 
@@ -146,7 +153,7 @@ def run_local(plan: GymPlan) -> int:
         job = BotJob(running.url, plan.env, plan.n_envs, plan.seed, plan.name, plan.steps, PROGRESS_STEPS)
         done = 0
         try:
-            with BotProcess(job) as bot:
+            with BotProcess(job, plan.workers) as bot:
                 for played in bot:
                     done += played.steps
                     returns.extend(played.returns)
@@ -204,6 +211,7 @@ def summary_of(
         "seconds": round(seconds, 2),
         "steps_per_s": round(steps / max(seconds, 1e-9), 1),
         "n_envs": plan.n_envs,
+        "workers": plan.workers,
         "seed": plan.seed,
         "policy_version": version,
         "eval_episodes": len(scores),

@@ -62,7 +62,7 @@ def run_turns(plan: GymPlan) -> int:
                      turns=True, opponent=plan.opponent, opening=plan.opening)  # fmt: skip
         done = 0
         try:
-            with BotProcess(job) as bot:
+            with BotProcess(job, plan.workers) as bot:
                 for played in bot:
                     done += played.steps
                     games, illegal = played.games, played.illegal_moves

@@ -37,6 +37,32 @@ def test_a_turn_based_game_reports_games_and_illegal_moves():
     assert sum(r.steps for r in reports) >= 300 and reports[-1].games > 0 and reports[-1].illegal_moves == 0
 
 
+def test_two_children_share_the_games_and_the_steps_and_their_totals_add_up():
+    pytest.importorskip("pettingzoo")
+    agent = make_agent("ppo", 5, 0, branches=(2,), rollout_steps=128, hidden=(16, 16))
+    with running_server(agent=agent) as server:
+        job = BotJob(server.url, "tests.arena.bots.tiny_nim", 4, 0, "nim", steps=400, chunk=100, turns=True)
+        with BotProcess(job, processes=2) as bot:
+            reports = list(bot)
+            names = sorted(p.name for p in bot._processes)
+    assert names == ["arena-gym-bot", "arena-gym-bot-1"]
+    assert sum(r.steps for r in reports) >= 400 and reports[-1].illegal_moves == 0
+    games = [r.games for r in reports]
+    assert games == sorted(games) and games[-1] > 0  # running totals of both children
+
+
+def test_a_job_splits_into_shares_that_add_up_to_it():
+    job = BotJob("ws://127.0.0.1:9", "CartPole-v1", n_envs=8, seed=5, name="gym", steps=1001, chunk=10)
+    assert job.split(1) == [job]
+    shares = job.split(3)
+    assert [s.n_envs for s in shares] == [3, 3, 2] and sum(s.steps for s in shares) == 1001
+    assert (shares[0].seed, shares[0].name) == (5, "gym") and len({s.seed for s in shares}) == 3
+    assert [s.name for s in shares[1:]] == ["gym1", "gym2"]
+    for processes in (0, 9):
+        with pytest.raises(ValueError, match=f"{processes} bot processes for 8 game"):
+            job.split(processes)
+
+
 def test_an_error_in_the_child_comes_back_as_one_line():
     job = BotJob("ws://127.0.0.1:9", "CartPole-v1", 1, 0, "nobody", steps=10, chunk=10)
     with BotProcess(job) as bot, pytest.raises(BotProcessError, match=r"the bot process failed: .*Error") as caught:

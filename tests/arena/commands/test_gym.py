@@ -30,9 +30,10 @@ def test_without_url_it_trains_evaluates_and_writes_a_run_directory(tmp_path: Pa
 def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     pytest.importorskip("pettingzoo")
     argv = ["gym", "tests.arena.bots.tiny_nim", "--steps", "2000", "--n-envs", "4", "--eval-episodes", "20"]
-    assert main([*argv, "--out", str(tmp_path), "--json"]) == 0
+    assert main([*argv, "--workers", "2", "--out", str(tmp_path), "--json"]) == 0  # two bot processes, two games each
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["env"] == "tests.arena.bots.tiny_nim" and summary["steps"] >= 2000 and summary["games"] > 0
+    assert summary["workers"] == 2 and summary["n_envs"] == 4
     assert summary["illegal_moves"] == 0 and summary["opponent"] == "self" and summary["opening"] == TURN_OPENING
     assert summary["agent_options"]["entropy_coef"] == TURN_ENTROPY_COEF  # the turn-based preset, not the gym one
     assert summary["agent_options"]["gae_lambda"] == TURN_GAE_LAMBDA
@@ -72,6 +73,8 @@ def test_a_recurrent_policy_trains_through_the_server_and_evaluates_with_its_mem
         (["gym", "tests.arena.bots.tiny_nim", "--url", "ws://127.0.0.1:9"], "leave out --url"),
         (["gym", "tests.arena.bots.tiny_nim", "--opponent", "nobody"], "--opponent 'nobody': expected self, random, past"),
         (["gym", "CartPole-v1", "--opening", "4"], "--opening applies to turn-based games"),
+        (["gym", "CartPole-v1", "--n-envs", "2", "--workers", "3"], "--workers must be 1 to --n-envs (2) bot processes"),
+        (["gym", "CartPole-v1", "--url", "ws://127.0.0.1:9", "--workers", "2"], "--workers applies when arena gym runs"),
         (["gym", "tests.arena.bots.tiny_nim", "--opening", "-1"], "--opening must be >= 0 random moves, got -1"),
         (["gym", "CartPole-v1", "--agent-option", "conv=4,1,2", "--steps", "10"], "conv needs an image"),
         (["gym", "CartPole-v1", "--agent-option", "recurrent=rnn", "--steps", "10"], "recurrent must be gru, lstm or empty"),
