@@ -140,7 +140,6 @@ class BotProcess:
     """
 
     def __init__(self, job: BotJob, processes: int = 1) -> None:
-        self.job = job
         self.jobs = job.split(processes)
         self._context = mp.get_context("spawn")
         self._reports: Any = self._context.Queue()

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +17,8 @@ pytest.importorskip("gymnasium")
 
 from agents import make_agent
 from arena.bots.bot_process import BotJob, BotProcess, BotProcessError
-from tests.conftest import running_server
+from tests.arena.bots.test_workers import RUN_TAG, connected, run_processes
+from tests.conftest import ROOT, running_server, timeout
 
 
 def test_the_child_plays_its_steps_and_reports_every_chunk():
@@ -81,3 +89,35 @@ def test_a_job_is_checked_when_made(field: dict[str, int]):
     given = {"steps": 10, "chunk": 10, "n_envs": 1, **field}
     with pytest.raises(ValueError, match="a bot job needs"):
         BotJob("ws://127.0.0.1:9", "CartPole-v1", seed=0, name="x", **given)
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the run's processes in /proc (Linux)")
+def test_kill_9_of_arena_gym_with_two_workers_leaves_none_of_its_bots_alive(tmp_path: Path) -> None:
+    """Both bot processes of ``arena gym --workers 2`` end within 15 s of a SIGKILL of the command."""
+    pytest.importorskip("pettingzoo")
+    command = [sys.executable, "-m", "arena.cli", "gym", "tests.arena.bots.tiny_nim", "--steps", "100000000",
+               "--n-envs", "4", "--workers", "2", "--eval-episodes", "0", "--out", str(tmp_path / "run")]  # fmt: skip
+    tag = uuid.uuid4().hex
+    gym = subprocess.Popen(command, cwd=ROOT, env={**os.environ, RUN_TAG: tag}, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)  # fmt: skip
+    left: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + timeout(60)
+        while True:  # both bots connected: playing, where an orphan would go on
+            bots = [pid for pid, line in run_processes(tag).items() if "spawn_main" in line and connected(pid)]
+            if len(bots) == 2:
+                break
+            assert gym.poll() is None and time.monotonic() < deadline, f"two bots never played: {run_processes(tag)}"
+            time.sleep(0.2)
+        gym.kill()
+        gym.wait()
+        killed = time.monotonic()
+        while (left := run_processes(tag)) and time.monotonic() < killed + 15.0:
+            time.sleep(0.2)
+    finally:
+        gym.kill()
+        gym.wait()
+        for pid in run_processes(tag):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    assert not left, f"alive 15 s after kill -9 of arena gym: {left}"
