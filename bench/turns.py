@@ -152,12 +152,13 @@ def audited(mover: Any, tactics: Tactics) -> Any:
 
 def ours(seed: int, steps: int, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """``arena gym GAME --steps N --json`` (plus the probe's flags: ``--agent-option``s, ``--opponent``, ``--opening``,
-    ``--workers``) in a subprocess: its summary, or a failure."""
+    ``--workers``, ``--mirror``) in a subprocess: its summary, or a failure."""
     command = [sys.executable, "-m", "arena.cli", "gym", GAME, "--steps", str(steps), "--seed", str(seed)]
     command += ["--n-envs", str(args.n_envs), "--eval-episodes", "0", "--json", "--out", str(out)]
     command += ["--opponent", args.opponent, *[flag for option in args.agent_option for flag in ("--agent-option", option)]]
     command += [] if args.opening is None else ["--opening", str(args.opening)]
     command += [] if args.workers is None else ["--workers", str(args.workers)]
+    command += ["--mirror"] if args.mirror else []
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -290,6 +291,7 @@ def main() -> int:
     parser.add_argument("--opponent", default="self", help="arena gym's --opponent while training (default: self)")
     parser.add_argument("--opening", type=int, default=None, help="arena gym's --opening (default: arena gym's)")
     parser.add_argument("--workers", type=int, default=None, help="arena gym's --workers (default: arena gym's)")
+    parser.add_argument("--mirror", action="store_true", help="arena gym's --mirror (default: off)")
     parser.add_argument(
         "--agent-option", action="append", default=[], metavar="NAME=VALUE", help="passed to arena gym (a probe)"
     )
@@ -349,6 +351,7 @@ def main() -> int:
                 "opponent": args.opponent,
                 "opening": args.opening,
                 "workers": args.workers,
+                "mirror": args.mirror,
                 "steps": steps,
                 "ours": {"seeds": runs, "median_win": wins},
                 "maskable_ppo": baseline,

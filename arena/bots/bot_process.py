@@ -51,6 +51,8 @@ class BotJob:
     """Turn-based games: ``self``, ``random``, ``past`` or a policy's file."""
     opening: int = 0
     """Turn-based games: each game opens with up to this many random moves (:class:`~.turn_bot.TurnGameBot`)."""
+    mirror: bool = False
+    """Turn-based board games: every row is also sent mirrored (:class:`~.turn_bot.TurnGameBot`)."""
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.chunk < 1 or self.n_envs < 1 or self.opening < 0:
@@ -100,7 +102,7 @@ def _play(job: BotJob, reports: Any, index: int) -> None:
 
         opponent: Any = job.opponent if job.opponent in (SELF, RANDOM, PAST) else load_policy(Path(job.opponent))
         turn_bot = TurnGameBot(job.url, load_turn_game(job.env), n_games=job.n_envs, opponent=opponent,
-                               seed=job.seed, name=job.name, opening=job.opening)  # fmt: skip
+                               seed=job.seed, name=job.name, opening=job.opening, mirror=job.mirror)  # fmt: skip
         with turn_bot:
             done = 0
             while done < job.steps:

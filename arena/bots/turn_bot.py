@@ -27,6 +27,7 @@ from bot_protocol.client import BlockingBotClient, ClientConfig
 from bot_protocol.messages import RewardMode
 from bot_protocol.policy import Policy
 
+from .board_mirror import BoardMirror
 from .gym_spaces import ActionMap, ObservationMap
 
 __all__ = ["PAST", "RANDOM", "SELF", "Seats", "TurnGameBot", "is_module_path", "load_turn_game", "play_against"]
@@ -122,6 +123,8 @@ class _Held:
     dact: NDArray[np.int64]
     mask: NDArray[np.bool_]
     actions: NDArray[np.float32]
+    mirror_logp: float = 0.0
+    """``--mirror``: the log-prob of the mirrored move in the mirrored position, under the policy that moved."""
 
 
 @dataclass
@@ -150,9 +153,13 @@ class TurnGameBot:
             recorded), drawn per game. Why: a self-play policy sharpens until the games it plays follow a
             few lines, and it never trains on the positions off them; in connect four, one policy trained
             without openings blocked 26% of the threats a one-move-lookahead player left open.
+        mirror: also send every learner row left-right mirrored (:class:`~.board_mirror.BoardMirror`), as the
+            rows of agent ids ``n_games * seats`` on: for a board game whose rules are symmetric. ``steps``
+            counts the moves made, not the rows sent.
 
     Raises:
-        ValueError: the game's spaces do not fit (see :meth:`Seats.of`).
+        ValueError: the game's spaces do not fit (see :meth:`Seats.of`), or ``mirror`` for a game that is not a
+            board (see :meth:`BoardMirror.of`).
     """
 
     def __init__(
@@ -166,6 +173,7 @@ class TurnGameBot:
         token: str | None = None,
         name: str = "turns",
         opening: int = 0,
+        mirror: bool = False,
     ) -> None:
         if n_games < 1:
             raise ValueError(f"n_games must be >= 1, got {n_games}")
@@ -176,6 +184,9 @@ class TurnGameBot:
             env.reset(seed=seed + g)
         self.seats = Seats.of(self.games[0])
         self.n_seats = len(self.seats.names)
+        self.mirror = BoardMirror.of(self.seats.observations.image, self.seats.actions.actions.n_logits) if mirror else None
+        self._mirror_offset = n_games * self.n_seats
+        """``mirror``: a seat's mirrored rows go to its agent id plus this."""
         self._seat = {name: i for i, name in enumerate(self.seats.names)}
         self.opponent = opponent
         self.rng = np.random.default_rng(seed + 1_000_003)
@@ -195,7 +206,7 @@ class TurnGameBot:
             name,
             self.seats.observations.obs_dim,
             0,
-            n_agents=n_games * self.n_seats,
+            n_agents=n_games * self.n_seats * (2 if mirror else 1),
             reward=RewardMode.SCALAR,
             token=token,
             branches=space.branches,
@@ -259,10 +270,11 @@ class TurnGameBot:
             obs = np.stack([o for _, _, o, _ in learner])
             mask = np.stack([m for _, _, _, m in learner])
             actions, logp, dact = self.bot.act(obs, mask=mask)
+            mirror_logp = self._mirror_logp(obs, actions, dact, mask)
             for i, (g, s, o, m) in enumerate(learner):
                 move = int(dact[i, 0])
                 self.illegal_moves += not m[move]
-                self._held[g * self.n_seats + s] = _Held(o, float(logp[i]), dact[i].copy(), m, actions[i])
+                self._held[g * self.n_seats + s] = _Held(o, float(logp[i]), dact[i].copy(), m, actions[i], mirror_logp[i])
                 self.games[g].step(move)
         for g, s, o, m in waiting:
             if self._opening_left[g]:
@@ -270,6 +282,18 @@ class TurnGameBot:
                 self.games[g].step(random_move(o, m, self.rng))
             elif not self._is_learner(g, s):
                 self.games[g].step(self._opponent_move(g, o, m))
+
+    def _mirror_logp(
+        self, obs: NDArray[np.float32], actions: NDArray[np.float32], dact: NDArray[np.int64], mask: NDArray[np.bool_]
+    ) -> NDArray[np.float32]:
+        """``mirror``: each mirrored move's log-prob in its mirrored position, under the policy that just moved (zeros
+        without ``mirror``). Why that policy's: PPO's ratio compares the learner's policy with the one behind a row,
+        and the mirrored row is sent with the version of the original."""
+        if self.mirror is None:
+            return np.zeros(len(obs), np.float32)
+        policy = self.bot.acting_policy
+        m = self.mirror
+        return policy.log_prob(m.observations(obs), actions, dact=m.moves(dact), mask=m.masks(mask))
 
     def _advance(self, g: int, rows: _Rows) -> tuple[int, int, NDArray[np.float32], NDArray[np.bool_]]:
         """Step game ``g`` past ended seats (and into a new game when it is over) to the seat that moves next."""
@@ -302,26 +326,36 @@ class TurnGameBot:
         rows.rewards.append(reward)
         rows.terminal.append(terminal)
         rows.truncated.append(truncated)
-        if truncated:
-            rows.next_obs.append(obs)
+        rows.next_obs.append(obs)  # read for the truncated rows only, but the batcher takes one per row
 
     def _record(self, rows: _Rows) -> None:
         if not rows.agents:
             return
         held = rows.held
-        obs_dim = self.seats.observations.obs_dim
+        obs = np.stack([h.obs for h in held])
+        actions = np.stack([h.actions for h in held])
+        logp = np.array([h.logp for h in held], np.float32)
+        dact = np.stack([h.dact for h in held])
+        mask = np.stack([h.mask for h in held])
+        reward = np.array(rows.rewards, np.float32)
+        terminal = np.array(rows.terminal)
+        truncated = np.array(rows.truncated)
+        next_obs = np.stack(rows.next_obs)
+        agents = np.array(rows.agents)
+        if self.mirror is not None:  # the same rows in the looking-glass, as the mirror agents' rows
+            m = self.mirror
+            obs = np.concatenate([obs, m.observations(obs)])
+            actions = np.concatenate([actions, actions])
+            logp = np.concatenate([logp, np.array([h.mirror_logp for h in held], np.float32)])
+            dact = np.concatenate([dact, m.moves(dact)])
+            mask = np.concatenate([mask, m.masks(mask)])
+            reward, terminal, truncated = (np.concatenate([a, a]) for a in (reward, terminal, truncated))
+            next_obs = np.concatenate([next_obs, m.observations(next_obs)])
+            agents = np.concatenate([agents, agents + self._mirror_offset])
         self.bot.record(
-            np.stack([h.obs for h in held]),
-            np.stack([h.actions for h in held]),
-            np.array([h.logp for h in held], np.float32),
-            dact=np.stack([h.dact for h in held]),
-            mask=np.stack([h.mask for h in held]),
-            reward=np.array(rows.rewards, np.float32),
-            terminal=np.array(rows.terminal),
-            truncated=np.array(rows.truncated),
-            next_obs=np.stack(rows.next_obs) if rows.next_obs else np.zeros((0, obs_dim), np.float32),
-            agents=np.array(rows.agents),
-        )
+            obs, actions, logp, dact=dact, mask=mask, reward=reward, terminal=terminal, truncated=truncated,
+            next_obs=next_obs, agents=agents,
+        )  # fmt: skip
         self.steps += len(rows.agents)
 
     def _opponent_move(self, game: int, obs: NDArray[np.float32], legal: NDArray[np.bool_]) -> int:

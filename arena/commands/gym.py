@@ -81,6 +81,13 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         f"never trained on, so self-play meets many positions, not one line; fewer for short games, whose "
         f"outcome a few random moves decide (default: {TURN_OPENING}, measured on connect four)",
     )
+    gym.add_argument(
+        "--mirror",
+        action="store_true",
+        help="turn-based board games whose rules are left-right symmetric (connect four, tic-tac-toe): also train on "
+        "every move seen in a mirror, so each pattern is learned from both sides (needs a board observation of "
+        "(rows, columns[, planes]) and one move per column or per square)",
+    )
     add_agent_flags(gym)
 
 
@@ -96,7 +103,12 @@ def run(args: argparse.Namespace) -> int:
             from .gym_turns import run_turns
 
             return run_turns(plan)
-        for flag, given in (("--opponent", args.opponent is not None), ("--opening", args.opening is not None)):
+        turn_flags = (
+            ("--opponent", args.opponent is not None),
+            ("--opening", args.opening is not None),
+            ("--mirror", args.mirror),
+        )
+        for flag, given in turn_flags:
             if given:
                 raise ValueError(f"{flag} applies to turn-based games (a PettingZoo module path)")
         return run_local(plan)
@@ -108,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         ("--agent-option", args.agent_option),
         ("--opponent", args.opponent is not None),
         ("--opening", args.opening is not None),
+        ("--mirror", args.mirror),
         ("--workers", args.workers is not None),
     )
     for flag, given in given_flags:

@@ -51,6 +51,8 @@ class GymPlan:
     """Turn-based games: each game opens with 0 to ``opening`` random moves, drawn per game."""
     workers: int = 1
     """Bot processes sharing the ``n_envs`` games (:meth:`~arena.bots.bot_process.BotJob.split`)."""
+    mirror: bool = False
+    """Turn-based board games: every row is also sent left-right mirrored (:class:`~arena.bots.board_mirror.BoardMirror`)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= self.n_envs:
@@ -110,6 +112,7 @@ class GymPlan:
             opponent,
             opening,
             GYM_WORKERS if flags.workers is None else flags.workers,
+            bool(flags.mirror),
         )
 
 

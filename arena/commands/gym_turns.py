@@ -29,6 +29,7 @@ def run_turns(plan: GymPlan) -> int:
     from bot_protocol import Policy, Weights
     from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
 
+    from ..bots.board_mirror import BoardMirror
     from ..bots.bot_process import BotJob, BotProcess, BotProcessError
     from ..bots.policies import load_policy
     from ..bots.turn_bot import PAST, RANDOM, SELF, Seats, load_turn_game, play_against, random_move
@@ -43,7 +44,9 @@ def run_turns(plan: GymPlan) -> int:
     if plan.opponent not in (SELF, RANDOM, PAST):
         load_policy(Path(plan.opponent))  # a bad file fails here, in one line, before anything starts
     space = seats.actions.actions
-    agents = plan.n_envs * len(seats.names)
+    agents = plan.n_envs * len(seats.names) * (2 if plan.mirror else 1)  # --mirror: each seat's mirror is an agent too
+    if plan.mirror:
+        BoardMirror.of(seats.observations.image, space.n_logits)  # a game that is no board fails here, in one line
     options = plan.options_for(agents, turns=True, image=seats.observations.image)
     if options.get("recurrent"):
         raise ValueError("--agent-option recurrent: turn-based games train memoryless policies for now")
@@ -59,7 +62,7 @@ def run_turns(plan: GymPlan) -> int:
     games = illegal = 0
     with ServerThread(server) as running:
         job = BotJob(running.url, plan.env, plan.n_envs, plan.seed, plan.name, plan.steps, PROGRESS_ROWS,
-                     turns=True, opponent=plan.opponent, opening=plan.opening)  # fmt: skip
+                     turns=True, opponent=plan.opponent, opening=plan.opening, mirror=plan.mirror)  # fmt: skip
         done = 0
         try:
             with BotProcess(job, plan.workers) as bot:
@@ -87,6 +90,7 @@ def run_turns(plan: GymPlan) -> int:
         games=games,
         opponent=plan.opponent,
         opening=plan.opening,
+        mirror=plan.mirror,
         vs_random=vs_random,
         illegal_moves=illegal + sum(int(r["illegal_moves"]) for r in vs_random.values()),
     )

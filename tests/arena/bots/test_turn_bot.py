@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ from arena.bots.turn_bot import (
 )
 from bot_protocol import Policy, Weights
 from server import ServerConfig, ServerThread, TrainingServer
-from tests.arena.bots import tiny_nim
+from tests.arena.bots import tiny_drop, tiny_nim
 
 
 def server(seed: int = 0) -> tuple[TrainingServer, object]:
@@ -113,3 +114,58 @@ def test_the_trained_policy_wins_as_the_first_player_and_plays_only_legal_moves(
     assert first.win >= 0.95 and first.illegal_moves == 0
     random_first = play_against(policy, tiny_nim.env, random_move, seat=1, games=100, seed=3)
     assert random_first.win + random_first.loss == 1.0 and random_first.illegal_moves == 0
+
+
+def _drop_server(rollout_steps: int = 256) -> TrainingServer:
+    """A server of a small PPO learner for tiny_drop (3 x 4 board, 2 planes; a move per column)."""
+    agent = make_agent("ppo", 24, 0, branches=(4,), rollout_steps=rollout_steps, minibatch_size=64, epochs=2, seed=0)
+    return TrainingServer(agent, ServerConfig(port=0))
+
+
+def _accepted(running) -> int:
+    return running.call(lambda: sum(s.steps_accepted for s in running.server.sessions.values()))
+
+
+def test_games_cut_by_a_time_limit_send_their_rows_with_the_position_they_were_cut_in():
+    """tiny_drop cuts a game at its ninth move: those rows are truncated, and each carries its next observation."""
+    with ServerThread(_drop_server()) as running:
+        bot = TurnGameBot(running.url, tiny_drop.env, n_games=4, seed=5, opening=0)
+        cut: list[int] = []
+        record = bot.bot.record
+
+        def counted(*args, **step):  # the real record, counting the truncated rows it is given
+            cut.append(int(np.sum(step["truncated"])))
+            record(*args, **step)
+
+        bot.bot.record = counted  # type: ignore[method-assign]
+        with bot:
+            bot.run(1_000)
+            deadline = time.monotonic() + 10
+            while _accepted(running) < bot.steps and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert _accepted(running) == bot.steps  # every row accepted, the cut ones too
+    assert sum(cut) > 10 and bot.games_played > 50 and bot.illegal_moves == 0
+
+
+def test_mirror_sends_every_row_twice_the_second_time_mirrored_and_scored_by_the_policy_that_moved():
+    with pytest.raises(ValueError, match="--mirror needs a board"):
+        TurnGameBot("ws://127.0.0.1:9", tiny_nim.env, mirror=True)  # a pile of stones has no left and right
+    with ServerThread(_drop_server(rollout_steps=100_000)) as running:  # no update: one policy scores everything
+        bot = TurnGameBot(running.url, tiny_drop.env, n_games=4, seed=7, mirror=True)
+        with bot:
+            assert bot.bot.config.n_agents == 2 * 4 * 2  # every seat of every game, and its mirror
+            for _ in range(20):
+                bot.tick()
+                policy, mirror = bot.bot.acting_policy, bot.mirror
+                assert mirror is not None
+                for held in bot._held.values():
+                    obs, mask, move = held.obs[None], held.mask[None], held.dact[None]
+                    expected = policy.log_prob(mirror.observations(obs), held.actions[None], dact=mirror.moves(move),
+                                               mask=mirror.masks(mask))  # fmt: skip
+                    np.testing.assert_allclose(held.mirror_logp, expected[0], rtol=1e-6)
+            bot.run(600)
+            deadline = time.monotonic() + 10
+            while _accepted(running) < 2 * bot.steps and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert _accepted(running) == 2 * bot.steps  # steps counts the moves; twice as many rows arrive
+        assert bot.illegal_moves == 0

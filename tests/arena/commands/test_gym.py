@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("gymnasium")
 
 from arena.cli import main
-from arena.defaults import TURN_ENTROPY_COEF, TURN_GAE_LAMBDA, TURN_OPENING
+from arena.defaults import GYM_STEPS_PER_ENV, TURN_ENTROPY_COEF, TURN_GAE_LAMBDA, TURN_OPENING
 
 
 def test_without_url_it_trains_evaluates_and_writes_a_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -40,6 +40,16 @@ def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, cap
     for seat in ("first", "second"):
         record = summary["vs_random"][seat]
         assert set(record) == {"win", "draw", "loss", "illegal_moves"} and record["win"] + record["loss"] == 1.0
+
+
+def test_mirror_trains_a_board_game_on_its_moves_and_their_mirror_images(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    pytest.importorskip("pettingzoo")
+    argv = ["gym", "tests.arena.bots.tiny_drop", "--steps", "1500", "--n-envs", "4", "--eval-episodes", "4", "--mirror"]
+    assert main([*argv, "--out", str(tmp_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["mirror"] is True and summary["illegal_moves"] == 0 and summary["policy_version"] >= 1
+    assert 1500 <= summary["steps"] < 3000  # --steps counts the moves made, not the rows sent (twice as many)
+    assert summary["agent_options"]["rollout_steps"] == 4 * 2 * 2 * GYM_STEPS_PER_ENV  # every seat and its mirror
 
 
 def test_a_conv_torso_trains_through_the_server_and_its_run_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -76,6 +86,9 @@ def test_a_recurrent_policy_trains_through_the_server_and_evaluates_with_its_mem
         (["gym", "CartPole-v1", "--n-envs", "2", "--workers", "3"], "--workers must be 1 to --n-envs (2) bot processes"),
         (["gym", "CartPole-v1", "--url", "ws://127.0.0.1:9", "--workers", "2"], "--workers applies when arena gym runs"),
         (["gym", "tests.arena.bots.tiny_nim", "--opening", "-1"], "--opening must be >= 0 random moves, got -1"),
+        (["gym", "CartPole-v1", "--mirror"], "--mirror applies to turn-based games"),
+        (["gym", "CartPole-v1", "--url", "ws://127.0.0.1:9", "--mirror"], "--mirror applies when arena gym runs"),
+        (["gym", "tests.arena.bots.tiny_nim", "--mirror", "--steps", "10"], "--mirror needs a board"),
         (["gym", "CartPole-v1", "--agent-option", "conv=4,1,2", "--steps", "10"], "conv needs an image"),
         (["gym", "CartPole-v1", "--agent-option", "recurrent=rnn", "--steps", "10"], "recurrent must be gru, lstm or empty"),
         (

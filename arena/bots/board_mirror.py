@@ -1,0 +1,62 @@
+"""A board game's left-right mirror: the same position seen in a looking-glass, and the same move in it.
+
+Why: a board game whose rules do not care about left and right (connect four, tic-tac-toe, gomoku)
+gives every position a twin. A policy that is a plain MLP over the board's squares learns a pattern
+and its mirror image separately, so each lesson comes twice as often when every row is also sent
+mirrored. Board-game learners have used a game's symmetries this way since AlphaGo; here it is
+opt-in (``arena gym --mirror``), since only the game's author knows whether the rules are symmetric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+@dataclass(frozen=True)
+class BoardMirror:
+    """Index maps that mirror a flat board observation and a move; each is its own inverse.
+
+    ``obs[:, obs_index]`` is the mirrored observation, ``mask[:, move_index]`` the mirrored legal
+    moves, and ``move_index[move]`` the mirrored move.
+    """
+
+    obs_index: NDArray[np.intp]
+    move_index: NDArray[np.intp]
+
+    @classmethod
+    def of(cls, image: tuple[int, int, int] | None, n_moves: int) -> BoardMirror:
+        """The mirror of a board of ``image`` = (rows, columns, planes) whose moves are its columns or its squares.
+
+        Raises:
+            ValueError: the observation is not a board (a 2- or 3-dimensional ``Box``), or the moves
+                are neither one per column nor one per square (in row-major order).
+        """
+        if image is None:
+            raise ValueError("--mirror needs a board: an observation Box of (rows, columns[, planes])")
+        rows, columns, planes = image
+        obs_index = np.arange(rows * columns * planes).reshape(rows, columns, planes)[:, ::-1, :].reshape(-1)
+        if n_moves == columns:
+            move_index = np.arange(columns)[::-1]
+        elif n_moves == rows * columns:
+            move_index = np.arange(rows * columns).reshape(rows, columns)[:, ::-1].reshape(-1)
+        else:
+            raise ValueError(
+                f"--mirror needs one move per column ({columns}) or per square ({rows * columns}) of the "
+                f"{rows} x {columns} board, got {n_moves} moves"
+            )
+        return cls(np.ascontiguousarray(obs_index, dtype=np.intp), np.ascontiguousarray(move_index, dtype=np.intp))
+
+    def observations(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Rows of flat observations (n, obs_dim), mirrored."""
+        return obs[:, self.obs_index]
+
+    def masks(self, mask: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """Rows of legal-move masks (n, moves), mirrored."""
+        return mask[:, self.move_index]
+
+    def moves(self, moves: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Moves (any shape), mirrored."""
+        return self.move_index[moves].astype(np.int64)
