@@ -431,12 +431,6 @@ class BlockingBotClient:
         assert policy is not None, "connect() first"
         return policy
 
-    @property
-    def acting_policy(self) -> Policy:
-        """The policy the last :meth:`act` used (the newest before the first): score more rows with it, and the
-        next :meth:`record` stamps its version on them all, while a hot-swap may already have replaced :attr:`policy`."""
-        return self._acting or self.policy
-
     def __enter__(self) -> BlockingBotClient:
         self.connect()
         return self

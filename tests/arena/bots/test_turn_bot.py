@@ -147,25 +147,36 @@ def test_games_cut_by_a_time_limit_send_their_rows_with_the_position_they_were_c
     assert sum(cut) > 10 and bot.games_played > 50 and bot.illegal_moves == 0
 
 
-def test_mirror_sends_every_row_twice_the_second_time_mirrored_and_scored_by_the_policy_that_moved():
+def test_mirror_sends_every_row_twice_the_second_time_mirrored_with_the_probability_it_was_drawn_with():
     with pytest.raises(ValueError, match="--mirror needs a board"):
         TurnGameBot("ws://127.0.0.1:9", tiny_nim.env, mirror=True)  # a pile of stones has no left and right
-    with ServerThread(_drop_server(rollout_steps=100_000)) as running:  # no update: one policy scores everything
+    with ServerThread(_drop_server()) as running:
         bot = TurnGameBot(running.url, tiny_drop.env, n_games=4, seed=7, mirror=True)
+        sent: list[dict] = []
+        record = bot.bot.record
+
+        def kept(obs, actions, logp, **step):  # the real record, keeping what it is given
+            sent.append({"obs": obs, "logp": logp, **step})
+            record(obs, actions, logp, **step)
+
+        bot.bot.record = kept  # type: ignore[method-assign]
         with bot:
             assert bot.bot.config.n_agents == 2 * 4 * 2  # every seat of every game, and its mirror
-            for _ in range(20):
-                bot.tick()
-                policy, mirror = bot.bot.acting_policy, bot.mirror
-                assert mirror is not None
-                for held in bot._held.values():
-                    obs, mask, move = held.obs[None], held.mask[None], held.dact[None]
-                    expected = policy.log_prob(mirror.observations(obs), held.actions[None], dact=mirror.moves(move),
-                                               mask=mirror.masks(mask))  # fmt: skip
-                    np.testing.assert_allclose(held.mirror_logp, expected[0], rtol=1e-6)
             bot.run(600)
             deadline = time.monotonic() + 10
             while _accepted(running) < 2 * bot.steps and time.monotonic() < deadline:
                 time.sleep(0.02)
             assert _accepted(running) == 2 * bot.steps  # steps counts the moves; twice as many rows arrive
         assert bot.illegal_moves == 0
+    mirror = bot.mirror
+    assert mirror is not None
+    for batch in sent:
+        n = len(batch["agents"]) // 2
+        original, mirrored = slice(0, n), slice(n, None)
+        np.testing.assert_array_equal(batch["agents"][mirrored], batch["agents"][original] + 4 * 2)
+        np.testing.assert_array_equal(batch["obs"][mirrored], mirror.observations(batch["obs"][original]))
+        np.testing.assert_array_equal(batch["mask"][mirrored], mirror.masks(batch["mask"][original]))
+        np.testing.assert_array_equal(batch["dact"][mirrored], mirror.moves(batch["dact"][original]))
+        np.testing.assert_array_equal(batch["next_obs"][mirrored], mirror.observations(batch["next_obs"][original]))
+        for name in ("logp", "reward", "terminal", "truncated"):  # drawn as likely as its original, and as rewarded
+            np.testing.assert_array_equal(batch[name][mirrored], batch[name][original])
