@@ -158,7 +158,7 @@ def ours(seed: int, steps: int, out: Path, args: argparse.Namespace) -> dict[str
     command += ["--opponent", args.opponent, *[flag for option in args.agent_option for flag in ("--agent-option", option)]]
     command += [] if args.opening is None else ["--opening", str(args.opening)]
     command += [] if args.workers is None else ["--workers", str(args.workers)]
-    command += ["--mirror"] if args.mirror else []
+    command += [] if args.mirror is None else ["--mirror", args.mirror]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -291,7 +291,7 @@ def main() -> int:
     parser.add_argument("--opponent", default="self", help="arena gym's --opponent while training (default: self)")
     parser.add_argument("--opening", type=int, default=None, help="arena gym's --opening (default: arena gym's)")
     parser.add_argument("--workers", type=int, default=None, help="arena gym's --workers (default: arena gym's)")
-    parser.add_argument("--mirror", action="store_true", help="arena gym's --mirror (default: off)")
+    parser.add_argument("--mirror", choices=("auto", "on", "off"), default=None, help="arena gym's --mirror")
     parser.add_argument(
         "--agent-option", action="append", default=[], metavar="NAME=VALUE", help="passed to arena gym (a probe)"
     )

@@ -9,7 +9,9 @@ opt-in (``arena gym --mirror``), since only the game's author knows whether the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -60,3 +62,49 @@ class BoardMirror:
     def moves(self, moves: NDArray[np.int64]) -> NDArray[np.int64]:
         """Moves (any shape), mirrored."""
         return self.move_index[moves].astype(np.int64)
+
+
+Reader = Callable[[Any, Any], tuple[NDArray[np.float32], NDArray[np.bool_]]]
+"""A seat's raw observation and info → its flat observation and legal moves (:meth:`~.turn_bot.Seats.read`)."""
+
+
+def mirror_fault(mirror: BoardMirror, factory: Callable[[], Any], read: Reader, games: int = 20, seed: int = 0) -> str | None:
+    """Why ``mirror`` is not a symmetry of the game ``factory`` makes, or None when it held in ``games`` random games.
+
+    Each game is played twice side by side, with random legal moves in one and their mirror images in the other;
+    at every turn the second must see the mirror of what the first sees (observation and legal moves), and the
+    seats must be rewarded and ended alike. Why check: a mirrored row of a game whose rules are not symmetric
+    teaches a wrong lesson, silently; a board's shape alone does not say which way its moves are numbered.
+    """
+    rng = np.random.default_rng(seed)
+    plain, looking_glass = factory(), factory()
+    try:
+        for game in range(games):
+            plain.reset(seed=seed + game)
+            looking_glass.reset(seed=seed + game)
+            for turn, name in enumerate(plain.agent_iter()):
+                obs, reward, terminated, truncated, info = plain.last()
+                twin_obs, twin_reward, twin_terminated, twin_truncated, twin_info = looking_glass.last()
+                if looking_glass.agent_selection != name or (reward, terminated, truncated) != (
+                    twin_reward,
+                    twin_terminated,
+                    twin_truncated,
+                ):
+                    return f"game {game}, turn {turn}: the mirrored game's seats moved, scored or ended otherwise"
+                if terminated or truncated:
+                    plain.step(None)
+                    looking_glass.step(None)
+                    continue
+                flat, legal = read(obs, info)
+                twin_flat, twin_legal = read(twin_obs, twin_info)
+                if not np.array_equal(mirror.observations(flat[None])[0], twin_flat):
+                    return f"game {game}, turn {turn}: the mirrored moves reach a position that is not the mirror image"
+                if not np.array_equal(mirror.masks(legal[None])[0], twin_legal):
+                    return f"game {game}, turn {turn}: the mirrored position's legal moves are not the mirror image's"
+                move = int(rng.choice(np.flatnonzero(legal)))
+                plain.step(move)
+                looking_glass.step(int(mirror.move_index[move]))
+    finally:
+        plain.close()
+        looking_glass.close()
+    return None

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..defaults import GYM_ENVS, GYM_WORKERS, TURN_OPENING
+from ..defaults import GYM_ENVS, GYM_WORKERS, MIRROR_MODES, TURN_MIRROR, TURN_OPENING
 from .options import add_agent_flags, positive_int
 
 
@@ -83,10 +83,12 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     )
     gym.add_argument(
         "--mirror",
-        action="store_true",
-        help="turn-based board games whose rules are left-right symmetric (connect four, tic-tac-toe): also train on "
-        "every move seen in a mirror, so each pattern is learned from both sides (needs a board observation of "
-        "(rows, columns[, planes]) and one move per column or per square)",
+        choices=MIRROR_MODES,
+        default=None,
+        help="turn-based board games: also train on every move seen left-right mirrored, so each pattern is learned "
+        "from both sides; 'auto' mirrors a board (rows, columns[, planes]) with one move per column or square whose "
+        "rules held left-right in 20 random games, 'on' refuses a game where they did not, 'off' never mirrors "
+        f"(default: {TURN_MIRROR})",
     )
     add_agent_flags(gym)
 
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         turn_flags = (
             ("--opponent", args.opponent is not None),
             ("--opening", args.opening is not None),
-            ("--mirror", args.mirror),
+            ("--mirror", args.mirror is not None),
         )
         for flag, given in turn_flags:
             if given:
@@ -120,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         ("--agent-option", args.agent_option),
         ("--opponent", args.opponent is not None),
         ("--opening", args.opening is not None),
-        ("--mirror", args.mirror),
+        ("--mirror", args.mirror is not None),
         ("--workers", args.workers is not None),
     )
     for flag, given in given_flags:

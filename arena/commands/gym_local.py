@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..defaults import GYM_ENVS, GYM_WORKERS, TURN_OPENING, gym_ppo_options, turn_ppo_options
+from ..defaults import GYM_ENVS, GYM_WORKERS, MIRROR_MODES, TURN_MIRROR, TURN_OPENING, gym_ppo_options, turn_ppo_options
 from .options import parse_agent_options
 
 __all__ = ["GymPlan", "Say", "run_local", "summary_of"]
@@ -51,12 +51,15 @@ class GymPlan:
     """Turn-based games: each game opens with 0 to ``opening`` random moves, drawn per game."""
     workers: int = 1
     """Bot processes sharing the ``n_envs`` games (:meth:`~arena.bots.bot_process.BotJob.split`)."""
-    mirror: bool = False
-    """Turn-based board games: every row is also sent left-right mirrored (:class:`~arena.bots.board_mirror.BoardMirror`)."""
+    mirror: str = TURN_MIRROR
+    """Turn-based games: ``auto``, ``on`` or ``off``, whether every row is also sent left-right mirrored
+    (:data:`arena.defaults.TURN_MIRROR`)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= self.n_envs:
             raise ValueError(f"--workers must be 1 to --n-envs ({self.n_envs}) bot processes, got {self.workers}")
+        if self.mirror not in MIRROR_MODES:
+            raise ValueError(f"--mirror must be one of {', '.join(MIRROR_MODES)}, got {self.mirror!r}")
 
     def options_for(self, agents: int, turns: bool = False, image: tuple[int, int, int] | None = None) -> dict[str, Any]:
         """The agent's config overrides for ``agents`` parallel agents: the preset (PPO), then ``--agent-option``.
@@ -112,7 +115,7 @@ class GymPlan:
             opponent,
             opening,
             GYM_WORKERS if flags.workers is None else flags.workers,
-            bool(flags.mirror),
+            flags.mirror or TURN_MIRROR,
         )
 
 

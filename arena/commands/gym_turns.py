@@ -14,6 +14,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from .gym_local import GymPlan, Say, summary_of
 
@@ -29,7 +30,6 @@ def run_turns(plan: GymPlan) -> int:
     from bot_protocol import Policy, Weights
     from server import ServerConfig, ServerThread, TrainerConfig, TrainingServer
 
-    from ..bots.board_mirror import BoardMirror
     from ..bots.bot_process import BotJob, BotProcess, BotProcessError
     from ..bots.policies import load_policy
     from ..bots.turn_bot import PAST, RANDOM, SELF, Seats, load_turn_game, play_against, random_move
@@ -44,9 +44,8 @@ def run_turns(plan: GymPlan) -> int:
     if plan.opponent not in (SELF, RANDOM, PAST):
         load_policy(Path(plan.opponent))  # a bad file fails here, in one line, before anything starts
     space = seats.actions.actions
-    agents = plan.n_envs * len(seats.names) * (2 if plan.mirror else 1)  # --mirror: each seat's mirror is an agent too
-    if plan.mirror:
-        BoardMirror.of(seats.observations.image, space.n_logits)  # a game that is no board fails here, in one line
+    mirror, mirror_why = _mirror(plan.mirror, factory, seats)
+    agents = plan.n_envs * len(seats.names) * (2 if mirror else 1)  # mirrored: each seat's mirror is an agent too
     options = plan.options_for(agents, turns=True, image=seats.observations.image)
     if options.get("recurrent"):
         raise ValueError("--agent-option recurrent: turn-based games train memoryless policies for now")
@@ -57,12 +56,12 @@ def run_turns(plan: GymPlan) -> int:
     say = Say(plan.json)
     say(f"arena gym: {plan.env} ({len(seats.names)} seats, {seats.observations.obs_dim} observations, "
         f"{space.n_logits} moves) x {plan.n_envs} games against {plan.opponent}, {plan.steps:,} rows; "
-        f"run directory {plan.out}")  # fmt: skip
+        f"mirror {'on' if mirror else 'off'} ({mirror_why}); run directory {plan.out}")  # fmt: skip
     started = time.monotonic()
     games = illegal = 0
     with ServerThread(server) as running:
         job = BotJob(running.url, plan.env, plan.n_envs, plan.seed, plan.name, plan.steps, PROGRESS_ROWS,
-                     turns=True, opponent=plan.opponent, opening=plan.opening, mirror=plan.mirror)  # fmt: skip
+                     turns=True, opponent=plan.opponent, opening=plan.opening, mirror=mirror)  # fmt: skip
         done = 0
         try:
             with BotProcess(job, plan.workers) as bot:
@@ -90,7 +89,8 @@ def run_turns(plan: GymPlan) -> int:
         games=games,
         opponent=plan.opponent,
         opening=plan.opening,
-        mirror=plan.mirror,
+        mirror=mirror,
+        mirror_why=mirror_why,
         vs_random=vs_random,
         illegal_moves=illegal + sum(int(r["illegal_moves"]) for r in vs_random.values()),
     )
@@ -103,3 +103,27 @@ def run_turns(plan: GymPlan) -> int:
     if plan.json:
         print(json.dumps(summary), flush=True)
     return 0
+
+
+def _mirror(mode: str, factory: Any, seats: Any) -> tuple[bool, str]:
+    """``--mirror`` decided for the game: whether its rows are also sent mirrored, and why, in a few words.
+
+    Raises:
+        ValueError: ``on`` for a game that is no board, or whose rules did not hold left-right.
+    """
+    from ..bots.board_mirror import BoardMirror, mirror_fault
+
+    if mode == "off":
+        return False, "--mirror off"
+    try:
+        mirror = BoardMirror.of(seats.observations.image, seats.actions.actions.n_logits)
+    except ValueError:
+        if mode == "on":
+            raise
+        return False, "not a board with one move per column or square"
+    fault = mirror_fault(mirror, factory, seats.read)
+    if fault is None:
+        return True, "the rules held left-right in 20 random games"
+    if mode == "on":
+        raise ValueError(f"--mirror on: the rules are not left-right symmetric ({fault})")
+    return False, f"the rules are not left-right symmetric: {fault}"

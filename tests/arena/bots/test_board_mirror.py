@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("pettingzoo")
 
-from arena.bots.board_mirror import BoardMirror
+from arena.bots.board_mirror import BoardMirror, mirror_fault
 from arena.bots.turn_bot import Seats
 from tests.arena.bots import tiny_drop
 
@@ -50,3 +50,17 @@ def test_the_mirror_of_a_position_is_the_position_the_mirrored_moves_reach(moves
     twin_obs, twin_legal = _play([int(m) for m in mirror.moves(np.array(moves))])
     np.testing.assert_array_equal(mirror.observations(obs), twin_obs)
     np.testing.assert_array_equal(mirror.masks(legal), twin_legal)
+
+
+def test_the_check_finds_a_symmetric_game_symmetric_and_names_the_turn_where_a_rule_or_a_map_is_not():
+    env = tiny_drop.env()
+    env.reset()
+    seats = Seats.of(env)
+    mirror = BoardMirror.of((tiny_drop.ROWS, tiny_drop.COLUMNS, 2), tiny_drop.COLUMNS)
+    assert mirror_fault(mirror, tiny_drop.env, seats.read) is None
+    fault = mirror_fault(mirror, tiny_drop.lopsided, seats.read)  # nobody opens in the first column
+    assert fault == "game 0, turn 0: the mirrored position's legal moves are not the mirror image's"
+    unmirrored_moves = BoardMirror(mirror.obs_index, np.arange(tiny_drop.COLUMNS))  # the board flipped, the moves not
+    assert "the mirrored moves reach a position that is not the mirror image" in str(
+        mirror_fault(unmirrored_moves, tiny_drop.env, seats.read)
+    )

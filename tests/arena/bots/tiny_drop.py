@@ -5,6 +5,7 @@ columns; three in a row (across, down or diagonal) wins. Its observation is conn
 (rows, columns, 2) Box of the mover's stones and the other's, with an ``action_mask`` of the columns
 not yet full; so its rules, like connect four's, do not care about left and right (``--mirror``).
 A game still open after ``MAX_MOVES`` moves is cut (truncated, no reward), as a time limit would.
+``lopsided()`` is the same game but for one rule that is not symmetric: nobody opens in the first column.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ MAX_MOVES = 9
 class TinyDrop(AECEnv):  # type: ignore[misc]
     metadata: ClassVar[dict[str, Any]] = {"name": "tiny_drop_v0", "is_parallelizable": False}
 
-    def __init__(self, max_moves: int = MAX_MOVES) -> None:
+    def __init__(self, max_moves: int = MAX_MOVES, lopsided: bool = False) -> None:
         super().__init__()
         self.possible_agents = ["player_0", "player_1"]
         board = spaces.Box(0, 1, (ROWS, COLUMNS, 2), np.int8)
@@ -30,6 +31,7 @@ class TinyDrop(AECEnv):  # type: ignore[misc]
         self.observation_spaces = {a: obs for a in self.possible_agents}
         self.action_spaces = {a: spaces.Discrete(COLUMNS) for a in self.possible_agents}
         self.max_moves = max_moves
+        self.lopsided = lopsided
         self.illegal = 0
 
     def observation_space(self, agent: str) -> Any:
@@ -52,7 +54,10 @@ class TinyDrop(AECEnv):  # type: ignore[misc]
     def observe(self, agent: str) -> dict[str, Any]:
         me = self.possible_agents.index(agent)
         planes = np.stack([self.board == me, self.board == 1 - me], axis=-1).astype(np.int8)
-        return {"observation": planes, "action_mask": (self.board[0] == -1).astype(np.int8)}
+        legal = self.board[0] == -1
+        if self.lopsided and self.moves == 0:
+            legal[0] = False
+        return {"observation": planes, "action_mask": legal.astype(np.int8)}
 
     def step(self, action: Any) -> None:
         agent = self.agent_selection
@@ -96,3 +101,7 @@ class TinyDrop(AECEnv):  # type: ignore[misc]
 
 def env() -> TinyDrop:
     return TinyDrop()
+
+
+def lopsided() -> TinyDrop:
+    return TinyDrop(lopsided=True)

@@ -35,6 +35,7 @@ def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, cap
     assert summary["env"] == "tests.arena.bots.tiny_nim" and summary["steps"] >= 2000 and summary["games"] > 0
     assert summary["workers"] == 2 and summary["n_envs"] == 4
     assert summary["illegal_moves"] == 0 and summary["opponent"] == "self" and summary["opening"] == TURN_OPENING
+    assert summary["mirror"] is False and summary["mirror_why"] == "not a board with one move per column or square"
     assert summary["agent_options"]["entropy_coef"] == TURN_ENTROPY_COEF  # the turn-based preset, not the gym one
     assert summary["agent_options"]["gae_lambda"] == TURN_GAE_LAMBDA
     for seat in ("first", "second"):
@@ -43,13 +44,24 @@ def test_a_module_path_trains_a_turn_based_game_by_self_play(tmp_path: Path, cap
 
 
 def test_mirror_trains_a_board_game_on_its_moves_and_their_mirror_images(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """By default (``auto``) a board whose rules hold left-right is mirrored; a lopsided one, or ``off``, is not."""
     pytest.importorskip("pettingzoo")
-    argv = ["gym", "tests.arena.bots.tiny_drop", "--steps", "1500", "--n-envs", "4", "--eval-episodes", "4", "--mirror"]
-    assert main([*argv, "--out", str(tmp_path), "--json"]) == 0
+    argv = ["gym", "tests.arena.bots.tiny_drop", "--steps", "1500", "--n-envs", "4", "--eval-episodes", "4"]
+    assert main([*argv, "--out", str(tmp_path / "auto"), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["mirror"] is True and summary["illegal_moves"] == 0 and summary["policy_version"] >= 1
+    assert summary["mirror_why"] == "the rules held left-right in 20 random games"
     assert 1500 <= summary["steps"] < 3000  # --steps counts the moves made, not the rows sent (twice as many)
     assert summary["agent_options"]["rollout_steps"] == 4 * 2 * 2 * GYM_STEPS_PER_ENV  # every seat and its mirror
+    for game, flags, why in (
+        ("tests.arena.bots.tiny_drop", ["--mirror", "off"], "--mirror off"),
+        ("tests.arena.bots.tiny_drop_lopsided", [], "the rules are not left-right symmetric: game 0, turn 0"),
+    ):
+        argv = ["gym", game, "--steps", "300", "--n-envs", "2", "--eval-episodes", "0", *flags]
+        assert main([*argv, "--out", str(tmp_path / why[:5]), "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert summary["mirror"] is False and summary["mirror_why"].startswith(why)
+        assert summary["agent_options"]["rollout_steps"] == 2 * 2 * GYM_STEPS_PER_ENV
 
 
 def test_a_conv_torso_trains_through_the_server_and_its_run_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -86,9 +98,13 @@ def test_a_recurrent_policy_trains_through_the_server_and_evaluates_with_its_mem
         (["gym", "CartPole-v1", "--n-envs", "2", "--workers", "3"], "--workers must be 1 to --n-envs (2) bot processes"),
         (["gym", "CartPole-v1", "--url", "ws://127.0.0.1:9", "--workers", "2"], "--workers applies when arena gym runs"),
         (["gym", "tests.arena.bots.tiny_nim", "--opening", "-1"], "--opening must be >= 0 random moves, got -1"),
-        (["gym", "CartPole-v1", "--mirror"], "--mirror applies to turn-based games"),
-        (["gym", "CartPole-v1", "--url", "ws://127.0.0.1:9", "--mirror"], "--mirror applies when arena gym runs"),
-        (["gym", "tests.arena.bots.tiny_nim", "--mirror", "--steps", "10"], "--mirror needs a board"),
+        (["gym", "CartPole-v1", "--mirror", "off"], "--mirror applies to turn-based games"),
+        (["gym", "CartPole-v1", "--url", "ws://127.0.0.1:9", "--mirror", "on"], "--mirror applies when arena gym runs"),
+        (["gym", "tests.arena.bots.tiny_nim", "--mirror", "on", "--steps", "10"], "--mirror needs a board"),
+        (
+            ["gym", "tests.arena.bots.tiny_drop_lopsided", "--mirror", "on", "--steps", "10"],
+            "--mirror on: the rules are not left-right symmetric (game 0, turn 0: the mirrored position's legal moves",
+        ),
         (["gym", "CartPole-v1", "--agent-option", "conv=4,1,2", "--steps", "10"], "conv needs an image"),
         (["gym", "CartPole-v1", "--agent-option", "recurrent=rnn", "--steps", "10"], "recurrent must be gru, lstm or empty"),
         (
