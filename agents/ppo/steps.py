@@ -94,9 +94,10 @@ def choose_step(config: PPOConfig, sync: GradientSync | None = None) -> StepKind
     """The path for ``config``'s device: several ranks, a CUDA graph, the CPU's written-out step, or the reference;
     a recurrent actor's chunks take :class:`agents.ppo.sequences.SequenceStep` on every device.
 
-    A conv torso takes the reference (or the ranks' step over the reference gradients) on every device, and
-    discrete branches do everywhere but on the CPU's written-out step: that step holds an MLP's maths by
-    hand with the masked categoricals' (:mod:`agents.ppo.loss_kernel`), the graph step the Gaussian's only.
+    A conv torso takes the reference (or the ranks' step over the reference gradients) on every device. Discrete
+    branches take every path: the written-out step holds the masked categoricals' maths by hand
+    (:mod:`agents.ppo.loss_kernel`), and the graph captures the reference gradients (the fused autograd nodes
+    hold the Gaussian's log-density only), whose ops are all static-shaped and sync-free.
     """
     device = torch.device(config.device).type
     if config.recurrent:
@@ -108,7 +109,7 @@ def choose_step(config: PPOConfig, sync: GradientSync | None = None) -> StepKind
     if config.conv:
         return EagerStep
     if device == "cuda" and config.cuda_graph:
-        return EagerStep if config.branches else GraphStep
+        return GraphStep
     if device == "cpu" and config.fused:
         return WrittenOutStep
     return EagerStep

@@ -3,8 +3,10 @@
 Why: a board game whose rules do not care about left and right (connect four, tic-tac-toe, gomoku)
 gives every position a twin. A policy that is a plain MLP over the board's squares learns a pattern
 and its mirror image separately, so each lesson comes twice as often when every row is also sent
-mirrored. Board-game learners have used a game's symmetries this way since AlphaGo; here it is
-opt-in (``arena gym --mirror``), since only the game's author knows whether the rules are symmetric.
+mirrored. Board-game learners have used a game's symmetries this way since AlphaGo. A board's
+shape does not say whether its rules are symmetric, or how its moves are numbered, so
+:func:`mirror_fault` checks the mirror against the game itself before ``arena gym --mirror auto``
+(the default) uses it.
 """
 
 from __future__ import annotations
@@ -68,8 +70,11 @@ Reader = Callable[[Any, Any], tuple[NDArray[np.float32], NDArray[np.bool_]]]
 """A seat's raw observation and info → its flat observation and legal moves (:meth:`~.turn_bot.Seats.read`)."""
 
 
-def mirror_fault(mirror: BoardMirror, factory: Callable[[], Any], read: Reader, games: int = 20, seed: int = 0) -> str | None:
-    """Why ``mirror`` is not a symmetry of the game ``factory`` makes, or None when it held in ``games`` random games.
+def mirror_fault(
+    mirror: BoardMirror, factory: Callable[[], Any], read: Reader, games: int = 20, seed: int = 0, max_turns: int = 1_000
+) -> str | None:
+    """Why ``mirror`` is not a symmetry of the game ``factory`` makes, or None when it held in ``games`` random games
+    (each followed for at most ``max_turns`` turns).
 
     Each game is played twice side by side, with random legal moves in one and their mirror images in the other;
     at every turn the second must see the mirror of what the first sees (observation and legal moves), and the
@@ -82,7 +87,7 @@ def mirror_fault(mirror: BoardMirror, factory: Callable[[], Any], read: Reader, 
         for game in range(games):
             plain.reset(seed=seed + game)
             looking_glass.reset(seed=seed + game)
-            for turn, name in enumerate(plain.agent_iter()):
+            for turn, name in enumerate(plain.agent_iter(max_iter=max_turns)):
                 obs, reward, terminated, truncated, info = plain.last()
                 twin_obs, twin_reward, twin_terminated, twin_truncated, twin_info = looking_glass.last()
                 if looking_glass.agent_selection != name or (reward, terminated, truncated) != (

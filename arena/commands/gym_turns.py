@@ -13,10 +13,14 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .gym_local import GymPlan, Say, summary_of
+
+if TYPE_CHECKING:
+    from ..bots.turn_bot import Seats
 
 __all__ = ["run_turns"]
 
@@ -105,7 +109,7 @@ def run_turns(plan: GymPlan) -> int:
     return 0
 
 
-def _mirror(mode: str, factory: Any, seats: Any) -> tuple[bool, str]:
+def _mirror(mode: str, factory: Callable[[], Any], seats: Seats) -> tuple[bool, str]:
     """``--mirror`` decided for the game: whether its rows are also sent mirrored, and why, in a few words.
 
     Raises:

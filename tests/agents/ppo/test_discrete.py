@@ -18,8 +18,9 @@ from agents.networks import MixedActor
 from agents.ppo.batch import Minibatch
 from agents.ppo.gradients import AutogradGradients, WrittenOutGradients, make_gradients
 from agents.ppo.loss import minibatch_loss, reference_surrogate
-from agents.ppo.steps import EagerStep, MultiRankStep, WrittenOutStep, choose_step
+from agents.ppo.steps import BranchlessStep, EagerStep, GraphStep, MultiRankStep, WrittenOutStep, choose_step
 from tests.agents.ppo.test_agent import config, snapshot
+from tests.agents.ppo.test_steps import assert_same_update, poison
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -108,13 +109,31 @@ def test_a_discrete_config_builds_the_mixed_actor_and_takes_the_written_out_step
     assert type(PPOAgent(bandit_config(fused=False)).step) is EagerStep
 
 
-def test_discrete_branches_take_the_reference_gradients_on_cuda():
-    """The CUDA graph step and the fused autograd nodes hold the Gaussian's log-density only."""
+def test_discrete_branches_take_the_cuda_graph_over_the_reference_gradients_on_cuda():
+    """The fused autograd nodes hold the Gaussian's log-density only, so the graph captures the reference's."""
     cfg = bandit_config(device="cuda")
-    assert choose_step(cfg) is EagerStep and choose_step(cfg, sync=lambda params, ok: ok) is MultiRankStep
+    assert choose_step(cfg) is GraphStep and choose_step(cfg, sync=lambda params, ok: ok) is MultiRankStep
+    assert choose_step(bandit_config(device="cuda", cuda_graph=False)) is EagerStep
     agent = PPOAgent(bandit_config())  # the networks on the CPU; the path as the CUDA config chooses it
     gradients = make_gradients((agent.actor, agent.critic), agent.optimizer, cfg)
     assert isinstance(gradients, AutogradGradients) and gradients.surrogate is reference_surrogate
+
+
+@pytest.mark.parametrize("continuous", [2, 0])
+def test_the_step_a_graph_captures_equals_the_reference_for_discrete_and_mixed_actions(continuous: int):
+    """:class:`BranchlessStep` (what the CUDA graph captures) over the reference gradients the graph uses, run on
+    the CPU: bit for bit the reference step's update, a minibatch with a NaN log-prob skipped by both."""
+    cfg = mixed_config(act_dim=continuous, rollout_steps=96, minibatch_size=32, fused=False)
+    eager, branchless = PPOAgent(cfg), PPOAgent(cfg)
+    eager.use_step(EagerStep)
+    branchless.use_step(BranchlessStep)
+    for seed, poisoned in ((0, "none"), (1, "row")):
+        segments = poison(mixed_segments(eager, seed), poisoned)
+        eager.observe(segments)
+        branchless.observe(segments)
+        m_eager, m_branchless = eager.update(), branchless.update()
+        assert m_branchless["train/skipped_minibatches"] == (2.0 if poisoned == "row" else 0.0)
+        assert_same_update(eager, branchless, m_eager, m_branchless)
 
 
 def test_discrete_ranks_on_the_cpu_average_the_written_out_gradients():

@@ -222,3 +222,21 @@ def test_ppo_graph_recaptures_after_a_checkpoint_load():
     eager.observe(segments)
     graph.observe(segments)
     assert_same_update(eager, graph, eager.update(), graph.update(), atol=1e-5)
+
+
+@cuda_only
+@pytest.mark.parametrize("continuous", [2, 0])
+def test_ppo_graph_update_equals_eager_on_cuda_for_discrete_and_mixed_actions(continuous):
+    """Masked categoricals in the captured step: two updates, one with a poisoned minibatch, match the eager loop's."""
+    from tests.agents.ppo.test_discrete import mixed_config, mixed_segments
+
+    eager = PPOAgent(mixed_config(act_dim=continuous, rollout_steps=96, minibatch_size=32, device="cuda", cuda_graph=False))
+    graph = PPOAgent(mixed_config(act_dim=continuous, rollout_steps=96, minibatch_size=32, device="cuda"))
+    assert isinstance(graph.step, GraphStep)
+    for seed, poisoned in ((0, "none"), (1, "row")):
+        segments = poison(mixed_segments(PPOAgent(mixed_config(act_dim=continuous)), seed), poisoned)
+        eager.observe(segments)
+        graph.observe(segments)
+        m_eager, m_graph = eager.update(), graph.update()
+        assert graph.step.graph is not None
+        assert_same_update(eager, graph, m_eager, m_graph, atol=1e-5)
