@@ -98,11 +98,11 @@ def _play(job: BotJob, reports: Any, index: int) -> None:
     """The child's work: build the bot, play ``job.steps`` in chunks, report each (tagged with its ``index``)."""
     if job.turns:
         from .policies import load_policy
-        from .turn_bot import PAST, RANDOM, SELF, TurnGameBot, load_turn_game
+        from .turn_bot import PAST, RANDOM, SELF, TurnGameBot, TurnPlay, load_turn_game
 
         opponent: Any = job.opponent if job.opponent in (SELF, RANDOM, PAST) else load_policy(Path(job.opponent))
-        turn_bot = TurnGameBot(job.url, load_turn_game(job.env), n_games=job.n_envs, opponent=opponent,
-                               seed=job.seed, name=job.name, opening=job.opening, mirror=job.mirror)  # fmt: skip
+        play = TurnPlay(opponent, job.opening, job.mirror)
+        turn_bot = TurnGameBot(job.url, load_turn_game(job.env), n_games=job.n_envs, seed=job.seed, name=job.name, play=play)
         with turn_bot:
             done = 0
             while done < job.steps:

@@ -30,7 +30,7 @@ from bot_protocol.policy import Policy
 from .board_mirror import BoardMirror
 from .gym_spaces import ActionMap, ObservationMap
 
-__all__ = ["PAST", "RANDOM", "SELF", "Seats", "TurnGameBot", "is_module_path", "load_turn_game", "play_against"]
+__all__ = ["PAST", "RANDOM", "SELF", "Seats", "TurnGameBot", "TurnPlay", "is_module_path", "load_turn_game", "play_against"]
 
 SELF = "self"
 """Every seat is the learner."""
@@ -137,6 +137,34 @@ class _Rows:
     next_obs: list[NDArray[np.float32]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class TurnPlay:
+    """How the learner's games are played: who sits opposite, how each game opens, whether rows are also mirrored.
+
+    Args:
+        opponent: :data:`SELF` (self-play), :data:`RANDOM`, :data:`PAST` (self-play or a past self, drawn
+            per game), or a :class:`Policy` that plays the other seats.
+        opening: each game opens with 0 to ``opening`` uniformly random legal moves (either seat's, never
+            recorded), drawn per game. Why: a self-play policy sharpens until the games it plays follow a
+            few lines, and it never trains on the positions off them; in connect four, one policy trained
+            without openings blocked 26% of the threats a one-move-lookahead player left open.
+        mirror: also send every learner row left-right mirrored (:class:`~.board_mirror.BoardMirror`), as the
+            rows of agent ids ``n_games * seats`` on: for a board game whose rules are symmetric. The bot's
+            ``steps`` counts the moves made, not the rows sent.
+
+    Raises:
+        ValueError: a negative ``opening``.
+    """
+
+    opponent: str | Policy = SELF
+    opening: int = 0
+    mirror: bool = False
+
+    def __post_init__(self) -> None:
+        if self.opening < 0:
+            raise ValueError(f"opening must be >= 0 random moves, got {self.opening}")
+
+
 class TurnGameBot:
     """``n_games`` copies of a PettingZoo AEC game played as one websocket bot.
 
@@ -144,20 +172,12 @@ class TurnGameBot:
         url: the server, ``ws://host:port``.
         factory: makes one AEC environment (:func:`load_turn_game`).
         n_games: games played side by side (each of its seats is an agent id of the bot).
-        opponent: :data:`SELF` (self-play), :data:`RANDOM`, :data:`PAST` (self-play or a past self, drawn
-            per game), or a :class:`Policy` that plays the other seats.
         seed: seeds the games (game ``g`` starts from ``seed + g``), the bot's sampling and the opponent's.
-        opening: each game opens with 0 to ``opening`` uniformly random legal moves (either seat's, never
-            recorded), drawn per game. Why: a self-play policy sharpens until the games it plays follow a
-            few lines, and it never trains on the positions off them; in connect four, one policy trained
-            without openings blocked 26% of the threats a one-move-lookahead player left open.
-        mirror: also send every learner row left-right mirrored (:class:`~.board_mirror.BoardMirror`), as the
-            rows of agent ids ``n_games * seats`` on: for a board game whose rules are symmetric. ``steps``
-            counts the moves made, not the rows sent.
+        play: who sits opposite the learner, the openings, the mirror (:class:`TurnPlay`).
 
     Raises:
-        ValueError: the game's spaces do not fit (see :meth:`Seats.of`), or ``mirror`` for a game that is not a
-            board (see :meth:`BoardMirror.of`).
+        ValueError: the game's spaces do not fit (see :meth:`Seats.of`), or ``play.mirror`` for a game that is
+            not a board (see :meth:`BoardMirror.of`).
     """
 
     def __init__(
@@ -166,17 +186,14 @@ class TurnGameBot:
         factory: Callable[[], Any],
         *,
         n_games: int = 8,
-        opponent: str | Policy = SELF,
         seed: int = 0,
         token: str | None = None,
         name: str = "turns",
-        opening: int = 0,
-        mirror: bool = False,
+        play: TurnPlay = TurnPlay(),  # frozen: one shared default is safe
     ) -> None:
         if n_games < 1:
             raise ValueError(f"n_games must be >= 1, got {n_games}")
-        if opening < 0:
-            raise ValueError(f"opening must be >= 0 random moves, got {opening}")
+        opponent, opening, mirror = play.opponent, play.opening, play.mirror
         self.games = [factory() for _ in range(n_games)]
         for g, env in enumerate(self.games):
             env.reset(seed=seed + g)

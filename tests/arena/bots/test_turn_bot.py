@@ -19,6 +19,7 @@ from arena.bots.turn_bot import (
     SELF,
     Seats,
     TurnGameBot,
+    TurnPlay,
     is_module_path,
     load_turn_game,
     play_against,
@@ -59,7 +60,7 @@ def test_seats_read_the_observation_and_its_action_mask():
 @pytest.mark.parametrize("opponent", [SELF, RANDOM, PAST])
 def test_self_play_and_a_fixed_opponent_train_through_a_real_server_with_no_illegal_move(opponent):
     with ServerThread(server()[0]) as running:
-        bot = TurnGameBot(running.url, tiny_nim.env, n_games=4, opponent=opponent, seed=1)
+        bot = TurnGameBot(running.url, tiny_nim.env, n_games=4, seed=1, play=TurnPlay(opponent))
         with bot:
             assert bot.run(1_500) >= 1_500
         assert bot.illegal_moves == 0 and all(game.illegal == 0 for game in bot.games)
@@ -71,11 +72,11 @@ def test_self_play_and_a_fixed_opponent_train_through_a_real_server_with_no_ille
 def test_random_openings_are_drawn_per_game_played_for_either_seat_and_never_recorded():
     """tiny_nim from 4 stones: up to 3 random moves can end a game before the learner moves; nothing breaks."""
     with pytest.raises(ValueError, match="opening must be >= 0"):
-        TurnGameBot("ws://127.0.0.1:9", tiny_nim.env, opening=-1)
+        TurnPlay(opening=-1)
     games = {}
     for opening in (0, 3):
         with ServerThread(server()[0]) as running:
-            bot = TurnGameBot(running.url, tiny_nim.env, n_games=4, seed=1, opening=opening)
+            bot = TurnGameBot(running.url, tiny_nim.env, n_games=4, seed=1, play=TurnPlay(opening=opening))
             drawn = set()
             with bot:
                 for _ in range(30):
@@ -89,7 +90,7 @@ def test_random_openings_are_drawn_per_game_played_for_either_seat_and_never_rec
 
 def test_past_keeps_every_tenth_version_and_draws_self_play_or_a_past_self_per_game():
     with ServerThread(server()[0]) as running:
-        bot = TurnGameBot(running.url, tiny_nim.env, n_games=4, opponent=PAST, seed=3)
+        bot = TurnGameBot(running.url, tiny_nim.env, n_games=4, seed=3, play=TurnPlay(PAST))
         drawn: list[object] = []
         with bot:
             for _ in range(200):  # rollouts of 256 rows: a new version every few hundred moves
@@ -129,7 +130,7 @@ def _accepted(running) -> int:
 def test_games_cut_by_a_time_limit_send_their_rows_with_the_position_they_were_cut_in():
     """tiny_drop cuts a game at its ninth move: those rows are truncated, and each carries its next observation."""
     with ServerThread(_drop_server()) as running:
-        bot = TurnGameBot(running.url, tiny_drop.env, n_games=4, seed=5, opening=0)
+        bot = TurnGameBot(running.url, tiny_drop.env, n_games=4, seed=5)
         cut: list[int] = []
         record = bot.bot.record
 
@@ -149,9 +150,9 @@ def test_games_cut_by_a_time_limit_send_their_rows_with_the_position_they_were_c
 
 def test_mirror_sends_every_row_twice_the_second_time_mirrored_with_the_probability_it_was_drawn_with():
     with pytest.raises(ValueError, match="--mirror needs a board"):
-        TurnGameBot("ws://127.0.0.1:9", tiny_nim.env, mirror=True)  # a pile of stones has no left and right
+        TurnGameBot("ws://127.0.0.1:9", tiny_nim.env, play=TurnPlay(mirror=True))  # a pile of stones has no left and right
     with ServerThread(_drop_server()) as running:
-        bot = TurnGameBot(running.url, tiny_drop.env, n_games=4, seed=7, mirror=True)
+        bot = TurnGameBot(running.url, tiny_drop.env, n_games=4, seed=7, play=TurnPlay(mirror=True))
         sent: list[dict] = []
         record = bot.bot.record
 
