@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["run_turns"]
 
 PROGRESS_ROWS = 10_000
-"""Learner rows between two progress lines."""
+"""Learner moves between two progress lines (with the mirror, each move sends two rows)."""
 
 
 def run_turns(plan: GymPlan) -> int:
@@ -59,7 +59,7 @@ def run_turns(plan: GymPlan) -> int:
     server = TrainingServer(agent, ServerConfig(host="127.0.0.1", port=0), checkpoints)
     say = Say(plan.json)
     say(f"arena gym: {plan.env} ({len(seats.names)} seats, {seats.observations.obs_dim} observations, "
-        f"{space.n_logits} moves) x {plan.n_envs} games against {plan.opponent}, {plan.steps:,} rows; "
+        f"{space.n_logits} moves) x {plan.n_envs} games against {plan.opponent}, {plan.steps:,} moves; "
         f"mirror {'on' if mirror else 'off'} ({mirror_why}); run directory {plan.out}")  # fmt: skip
     started = time.monotonic()
     games = illegal = 0
@@ -74,8 +74,8 @@ def run_turns(plan: GymPlan) -> int:
                     games, illegal = played.games, played.illegal_moves
                     if hasattr(agent, "set_progress"):  # PPO's learning rate falls over --steps
                         agent.set_progress(min(1.0, done / plan.steps))
-                    say(f"rows={done:,}  games={games:,}  illegal moves={illegal}  "
-                        f"rows/s={done / max(time.monotonic() - started, 1e-6):,.0f}")  # fmt: skip
+                    say(f"moves={done:,}  games={games:,}  illegal moves={illegal}  "
+                        f"moves/s={done / max(time.monotonic() - started, 1e-6):,.0f}")  # fmt: skip
         except BotProcessError as exc:
             print(f"arena gym: error: {exc}", file=sys.stderr, flush=True)
             return 1
