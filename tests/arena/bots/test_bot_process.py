@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +15,7 @@ pytest.importorskip("gymnasium")
 
 from agents import make_agent
 from arena.bots.bot_process import BotJob, BotProcess, BotProcessError
-from tests.arena.bots.test_workers import RUN_TAG, connected, run_processes
+from tests.arena.bots.test_workers import RUN_TAG, connected, kill_9_and_watch, reap, run_processes
 from tests.conftest import ROOT, running_server, timeout
 
 
@@ -109,15 +107,7 @@ def test_kill_9_of_arena_gym_with_two_workers_leaves_none_of_its_bots_alive(tmp_
                 break
             assert gym.poll() is None and time.monotonic() < deadline, f"two bots never played: {run_processes(tag)}"
             time.sleep(0.2)
-        gym.kill()
-        gym.wait()
-        killed = time.monotonic()
-        while (left := run_processes(tag)) and time.monotonic() < killed + 15.0:
-            time.sleep(0.2)
+        left, _ = kill_9_and_watch(gym, tag)
     finally:
-        gym.kill()
-        gym.wait()
-        for pid in run_processes(tag):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        reap(gym, tag)
     assert not left, f"alive 15 s after kill -9 of arena gym: {left}"

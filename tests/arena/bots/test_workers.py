@@ -61,6 +61,25 @@ def run_processes(tag: str) -> dict[int, str]:
     return found
 
 
+def kill_9_and_watch(run: subprocess.Popen[bytes], tag: str, within: float = 15.0) -> tuple[dict[int, str], float]:
+    """SIGKILL ``run``, then wait up to ``within`` s for every process tagged ``tag`` to end: (those left, seconds waited)."""
+    run.kill()
+    run.wait()
+    killed = time.monotonic()
+    while (left := run_processes(tag)) and time.monotonic() < killed + within:
+        time.sleep(0.2)
+    return left, time.monotonic() - killed
+
+
+def reap(run: subprocess.Popen[bytes], tag: str) -> None:
+    """Whatever a test left behind, ended: ``run`` and every process tagged ``tag``."""
+    run.kill()
+    run.wait()
+    for pid in run_processes(tag):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def connected(pid: int) -> bool:
     """Whether process ``pid`` holds an established TCP connection."""
     try:
@@ -98,17 +117,8 @@ def test_kill_9_of_arena_train_leaves_no_process_of_the_run_alive(tmp_path: Path
             assert time.monotonic() < deadline, f"the run's processes were not all playing within a minute: {seen}"
             time.sleep(0.2)
             seen.update(run_processes(tag))
-        train.kill()
-        train.wait()
-        killed = time.monotonic()
-        while (left := run_processes(tag)) and time.monotonic() < killed + 15.0:
-            time.sleep(0.2)
-        took = time.monotonic() - killed
+        left, took = kill_9_and_watch(train, tag)
     finally:
-        train.kill()
-        train.wait()
-        for pid in run_processes(tag):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        reap(train, tag)
     assert not left, f"alive {took:.0f} s after kill -9 of arena train: {left}"
     print(f"the run's {len(seen)} processes were gone {took:.1f} s after kill -9")

@@ -14,42 +14,27 @@ from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import AECEnv
+
+from tests.arena.bots.two_seats import TwoSeatGame
 
 ROWS, COLUMNS, LINE = 3, 4, 3
 MAX_MOVES = 9
 
 
-class TinyDrop(AECEnv):  # type: ignore[misc]
+class TinyDrop(TwoSeatGame):
     metadata: ClassVar[dict[str, Any]] = {"name": "tiny_drop_v0", "is_parallelizable": False}
 
     def __init__(self, max_moves: int = MAX_MOVES, lopsided: bool = False) -> None:
-        super().__init__()
-        self.possible_agents = ["player_0", "player_1"]
         board = spaces.Box(0, 1, (ROWS, COLUMNS, 2), np.int8)
         obs = spaces.Dict({"observation": board, "action_mask": spaces.Box(0, 1, (COLUMNS,), np.int8)})
-        self.observation_spaces = {a: obs for a in self.possible_agents}
-        self.action_spaces = {a: spaces.Discrete(COLUMNS) for a in self.possible_agents}
+        super().__init__(obs, spaces.Discrete(COLUMNS))
         self.max_moves = max_moves
         self.lopsided = lopsided
-        self.illegal = 0
-
-    def observation_space(self, agent: str) -> Any:
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> Any:
-        return self.action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        self.agents = list(self.possible_agents)
+        self.start_seats()
         self.board = np.full((ROWS, COLUMNS), -1, np.int8)  # -1 empty, else the index of the player whose stone it is
         self.moves = 0
-        self.rewards = {a: 0.0 for a in self.agents}
-        self._cumulative_rewards = {a: 0.0 for a in self.agents}
-        self.terminations = {a: False for a in self.agents}
-        self.truncations = {a: False for a in self.agents}
-        self.infos = {a: {} for a in self.agents}
-        self.agent_selection = self.agents[0]
 
     def observe(self, agent: str) -> dict[str, Any]:
         me = self.possible_agents.index(agent)
@@ -94,9 +79,6 @@ class TinyDrop(AECEnv):  # type: ignore[misc]
                     if all(0 <= y < ROWS and 0 <= x < COLUMNS and mine[y, x] for y, x in cells):
                         return True
         return False
-
-    def close(self) -> None:
-        pass
 
 
 def env() -> TinyDrop:

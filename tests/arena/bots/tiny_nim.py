@@ -12,37 +12,22 @@ from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import AECEnv
+
+from tests.arena.bots.two_seats import TwoSeatGame
 
 STONES = 4
 
 
-class TinyNim(AECEnv):  # type: ignore[misc]
+class TinyNim(TwoSeatGame):
     metadata: ClassVar[dict[str, Any]] = {"name": "tiny_nim_v0", "is_parallelizable": False}
 
     def __init__(self) -> None:
-        super().__init__()
-        self.possible_agents = ["player_0", "player_1"]
         obs = spaces.Dict({"observation": spaces.Discrete(STONES + 1), "action_mask": spaces.Box(0, 1, (2,), np.int8)})
-        self.observation_spaces = {a: obs for a in self.possible_agents}
-        self.action_spaces = {a: spaces.Discrete(2) for a in self.possible_agents}
-        self.illegal = 0
-
-    def observation_space(self, agent: str) -> Any:
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> Any:
-        return self.action_spaces[agent]
+        super().__init__(obs, spaces.Discrete(2))
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        self.agents = list(self.possible_agents)
+        self.start_seats()
         self.stones = STONES
-        self.rewards = {a: 0.0 for a in self.agents}
-        self._cumulative_rewards = {a: 0.0 for a in self.agents}
-        self.terminations = {a: False for a in self.agents}
-        self.truncations = {a: False for a in self.agents}
-        self.infos = {a: {} for a in self.agents}
-        self.agent_selection = self.agents[0]
 
     def observe(self, agent: str) -> dict[str, Any]:
         mask = np.array([1, 1 if self.stones >= 2 else 0], np.int8)
@@ -67,9 +52,6 @@ class TinyNim(AECEnv):  # type: ignore[misc]
             self.rewards = {a: 0.0 for a in self.agents}
         self._accumulate_rewards()
         self.agent_selection = other
-
-    def close(self) -> None:
-        pass
 
 
 def env() -> TinyNim:
