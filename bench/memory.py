@@ -17,9 +17,11 @@ after torch, for the baseline). Two tasks, each POPGym's (its returns are scaled
 
 Each of our sides is the README-style command a user types, ``arena gym ENV --steps N --seed S --json`` in
 a subprocess, with ``--agent-option recurrent=gru`` (ours, recurrent) and without (ours, memoryless),
-at the same budget; the baseline is sb3-contrib's ``RecurrentPPO`` with its defaults (an LSTM policy)
-for the same steps, on one torch thread, evaluated the same way (deterministic, with its state carried
-through each episode). A learning result is a distribution: every seed's figure, the median and the
+at the same budget; the baseline is sb3-contrib's ``RecurrentPPO`` (an LSTM policy) for the same steps, on
+one torch thread, evaluated the same way (deterministic, with its state carried through each episode): on
+``cartpole`` with RL-Zoo's tuned settings for the same game (``CartPoleNoVel-v1``, :data:`ZOO_CARTPOLE_NO_VEL`),
+on ``repeat-previous`` (which RL-Zoo has no settings for) with the library's defaults; ``--baseline-preset``
+picks either. A learning result is a distribution: every seed's figure, the median and the
 worst seed; a failed seed counts 0. Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -59,47 +61,83 @@ class Task:
     """Our sides by name, each its agent options (the recurrent side is ``recurrent``)."""
     targets: dict[str, float] | None
     """``median``/``worst`` for the recurrent side; None: at least RecurrentPPO's median."""
+    baseline_preset: str
+    """RecurrentPPO's settings (:data:`BASELINE_PRESETS`): the tuned ones where RL-Zoo has them for the game."""
 
 
 TASKS = {
     "cartpole": Task(GAME, 500_000, (0, 1, 2, 3, 4), {"recurrent": ["recurrent=gru"], "memoryless": []},
-                     {"median": TARGETS["median"], "worst": TARGETS["worst"]}),
+                     {"median": TARGETS["median"], "worst": TARGETS["worst"]}, "zoo"),
     "repeat-previous": Task(
         "popgym:popgym-RepeatPreviousEasy-v0", 100_000, (0, 1, 2),
         {"recurrent": ["recurrent=gru", "gamma=0.9", "gae_lambda=0.5"], "recurrent_gym_preset": ["recurrent=gru"],
          "memoryless": ["gamma=0.9", "gae_lambda=0.5"]},
-        None,
+        None, "defaults",
     ),
 }  # fmt: skip
 
 
-def recurrent_ppo(env: str, steps: int, seed: int, episodes: int) -> dict[str, Any]:
-    """sb3-contrib's RecurrentPPO (defaults, LSTM) for ``steps``; evaluated deterministically, its state carried."""
+ZOO_CARTPOLE_NO_VEL = {
+    "n_steps": 32, "batch_size": 256, "n_epochs": 20, "gamma": 0.98, "gae_lambda": 0.8, "ent_coef": 0.0,
+    "learning_rate": 0.001, "clip_range": 0.2, "normalize": True,
+    "policy_kwargs": {"ortho_init": False, "activation_fn": "relu", "lstm_hidden_size": 64, "enable_critic_lstm": True,
+                      "net_arch": {"pi": [64], "vf": [64]}},
+}  # fmt: skip
+"""RL-Zoo's tuned RecurrentPPO settings for ``CartPoleNoVel-v1`` (its ``recurrentppo.yml``; 8 envs, the learning rate
+and clip range falling linearly to 0, observations and rewards normalized by ``VecNormalize``): what a user who
+looks the task up would run. Its budget there is 100,000 steps."""
+
+BASELINE_PRESETS = ("zoo", "defaults")
+
+
+def recurrent_ppo(env: str, steps: int, seed: int, episodes: int, preset: str = "defaults") -> dict[str, Any]:
+    """sb3-contrib's RecurrentPPO (LSTM) for ``steps``; evaluated deterministically, its state carried.
+
+    ``preset`` "defaults" is the library's own settings; "zoo" is :data:`ZOO_CARTPOLE_NO_VEL`.
+    """
     import gymnasium as gym
     import numpy as np
     import torch
     from sb3_contrib import RecurrentPPO
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
 
     torch.set_num_threads(1)
-    model = RecurrentPPO("MlpLstmPolicy", make_vec_env(env, n_envs=8, seed=seed), seed=seed, device="cpu")
+    venv = make_vec_env(env, n_envs=8, seed=seed)
+    if preset == "zoo":
+        settings = dict(ZOO_CARTPOLE_NO_VEL)
+        settings["policy_kwargs"] = {**settings["policy_kwargs"], "activation_fn": torch.nn.ReLU}
+        lr, clip = settings.pop("learning_rate"), settings.pop("clip_range")
+        if settings.pop("normalize"):
+            venv = VecNormalize(venv)
+        model = RecurrentPPO(
+            "MlpLstmPolicy", venv, seed=seed, device="cpu", learning_rate=lambda left: left * lr,
+            clip_range=lambda left: left * clip, **settings,
+        )  # fmt: skip
+    else:
+        model = RecurrentPPO("MlpLstmPolicy", venv, seed=seed, device="cpu")
     started = time.monotonic()
     model.learn(total_timesteps=steps)
     seconds = time.monotonic() - started
+    normalizer = venv if isinstance(venv, VecNormalize) else None
     one = gym.make(env)
     returns = []
     obs, _ = one.reset(seed=seed + 10_000)
     for _ in range(episodes):
         total, done, state, start = 0.0, False, None, np.ones((1,), dtype=bool)
         while not done:
-            action, state = model.predict(np.asarray(obs)[None], state=state, episode_start=start, deterministic=True)
+            seen = np.asarray(obs)[None]
+            if normalizer is not None:
+                seen = normalizer.normalize_obs(seen)
+            action, state = model.predict(seen, state=state, episode_start=start, deterministic=True)
             start = np.zeros((1,), dtype=bool)
             obs, reward, terminated, truncated, _ = one.step(int(action[0]))
             total += float(reward)
             done = bool(terminated or truncated)
         returns.append(total)
         obs, _ = one.reset()
-    return {"seed": seed, "eval_mean_return": float(np.mean(returns)), "train_seconds": round(seconds, 1)}
+    return {"seed": seed, "preset": preset, "eval_mean_return": float(np.mean(returns)),
+            "train_seconds": round(seconds, 1)}  # fmt: skip
 
 
 def hot_swap_probe(seed: int, updates: int = 12, episodes: int = 512) -> dict[str, float]:
@@ -179,6 +217,11 @@ def main() -> int:
     parser.add_argument("--no-baseline", action="store_true", help="skip sb3-contrib's RecurrentPPO")
     parser.add_argument("--baseline-only", action="store_true", help="only sb3-contrib's RecurrentPPO")
     parser.add_argument(
+        "--baseline-preset", choices=BASELINE_PRESETS,
+        help="RecurrentPPO's settings: RL-Zoo's tuned CartPoleNoVel ones (zoo) or the library's (defaults); "
+        "default: the task's",
+    )  # fmt: skip
+    parser.add_argument(
         "--swap-probe", action="store_true", help="only the hot-swap probe: keep or reset the state at new weights"
     )
     parser.add_argument(
@@ -212,11 +255,12 @@ def main() -> int:
         except ImportError:
             results["recurrent_ppo"] = {"skipped": "sb3-contrib is not installed (pip install sb3-contrib after torch)"}
         else:
+            preset = args.baseline_preset or task.baseline_preset
             runs = []
             for seed in seeds:
-                runs.append(recurrent_ppo(env, steps, seed, args.eval_episodes))
+                runs.append(recurrent_ppo(env, steps, seed, args.eval_episodes, preset))
                 log(started, f"RecurrentPPO, seed {seed}: {runs[-1]}")
-            results["recurrent_ppo"] = {"seeds": runs, **aggregate(runs)}
+            results["recurrent_ppo"] = {"preset": preset, "seeds": runs, **aggregate(runs)}
     at_budget = env == task.env and steps == task.steps and not args.agent_option
     recurrent = results.get("recurrent", {})
     targets: dict[str, Any] | None = None
