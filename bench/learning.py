@@ -23,8 +23,10 @@ tree as it is and says so), for each case and seed:
    opponents, not held-out ones (the JSON's ``opponent_roles`` says what each opponent was used for:
    the four scripted bots are the training league and the returned policy's selection). Needs
    ``pip install -e '.[royale]'`` (skipped, saying so, without it); ``--royale-rounds 0`` skips it;
-   with ``--heldout``, the same against every bot of the held-out panel (``bench/heldout``: bots no
-   training, selection or tuning run may use, played only for the final report of a change);
+   with ``--validation``, the same against every bot of the validation panel (``bench/validation``: harder
+   official-API bots for choices about range, never trained against nor selected on); with ``--heldout``, against
+   every bot of the held-out panel (``bench/heldout``: bots no training, selection or tuning run may use, played
+   only for the final report of a change);
 4. for league runs, ``arena league DIR --rounds 100 --seed S --json``: a round-robin of the returned
    policy (named ``returned`` there) against every league member, rated by a Bradley-Terry fit (Elo): its
    rank, and whether it is rated above every scripted bot;
@@ -101,6 +103,10 @@ ROYALE_BOTS = ("Walls", "SpinBot", "Corners", "Crazy", "Fire", "RamFire", "Track
 the defaults: they are *tuning* opponents, not held-out ones."""
 ROYALE_DATA = Path("tests") / "data" / "royale_bots"
 """Where the Tank Royale tuning bots lie in the measured source."""
+VALIDATION_DATA = Path("bench") / "validation"
+"""Where the validation panel lies in the measured source: official-API bots harder than the tuning bots, which
+tuning runs may play to compare settings for range (bench/validation/README.md), played with ``--validation``; no
+run trains against them or selects its returned policy on them."""
 HELDOUT_DATA = Path("bench") / "heldout"
 """Where the held-out panel lies in the measured source: official-API bots no training, selection or tuning run
 may use (bench/heldout/README.md), played here only with ``--heldout``, for the final report of a change."""
@@ -111,6 +117,7 @@ OPPONENT_ROLES = {
     "tracker": "training and selection",
     "drawn": "training and selection: the population, fresh draws of its parts every round (no target)",
     "royale": "tuning",
+    "validation": "tuning: choices about range (never trained against, never in a run's selection)",
     "heldout": "none: the final report only",
 }
 """What each opponent was used for. The four scripted bots are the default league (training) and the opponents
@@ -147,8 +154,10 @@ FULL_SEEDS, PROXY_SEEDS = [0, 1, 2, 3, 4], [0, 1, 2]
 PROXY_MINUTES = 1.5
 EVAL_MINUTES = {"full": 3.0, "proxy": 0.8}
 """Rough minutes of evaluation per seed on a 2-core machine (5-minute runs: ~8 minutes a seed in all)."""
-HELDOUT_MINUTES = 3.0
-"""Rough minutes per seed of ``--heldout`` (12 bots x 20 rounds over Tank Royale's protocol)."""
+PANEL_MINUTES = 3.0
+"""Rough minutes per seed of ``--heldout`` or ``--validation`` (7-12 bots x 20 rounds over Tank Royale's protocol)."""
+PANELS = {"validation": (VALIDATION_DATA, "the validation panel"), "heldout": (HELDOUT_DATA, "the held-out panel")}
+"""The optional panels of official-API bots: result key → (folder in the measured source, name in the log)."""
 
 STARTED = time.monotonic()
 
@@ -223,10 +232,10 @@ def royale_dir() -> Path:
     return SOURCE.root / ROYALE_DATA
 
 
-def heldout_bots() -> list[str]:
-    """The held-out panel's bots in the measured source (``NAME/NAME.json`` folders of :data:`HELDOUT_DATA`)."""
+def panel_bots(key: str) -> list[str]:
+    """A panel's bots in the measured source (``NAME/NAME.json`` folders of its folder in :data:`PANELS`)."""
     assert SOURCE is not None
-    panel = SOURCE.root / HELDOUT_DATA
+    panel = SOURCE.root / PANELS[key][0]
     return sorted(d.name for d in panel.iterdir() if (d / f"{d.name}.json").is_file()) if panel.is_dir() else []
 
 
@@ -235,7 +244,7 @@ def panel_rates(
 ) -> None:
     """``entry[win_rate_KEY]`` against each official-API bot of ``where``, and ``KEY_mean`` / ``KEY_median`` over
     them (a failed match counts as a match lost)."""
-    label = "returned policy" + (" vs the held-out panel" if key == "heldout" else "")
+    label = "returned policy" + (f" vs {PANELS[key][1]}" if key in PANELS else "")
     rates = win_rates(bot, label, {n: f"royale:{where / n}" for n in names}, rounds, seed, errors)
     entry[f"win_rate_{key}"] = rates
     counted = [v or 0.0 for v in rates.values()]
@@ -281,7 +290,7 @@ def run_seed(
     root: Path,
     settings: dict[str, Any],
     royale: list[str],
-    heldout: list[str] | None = None,
+    panels: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """One ``arena train`` and the evaluation of what it hands back."""
     run = root / f"{case}-seed{seed}"
@@ -341,10 +350,10 @@ def run_seed(
         entry["win_rate_population"] = win_rates(str(run), "returned policy", POPULATION, rounds, match_seed, errors)
     if royale:
         panel_rates(entry, "royale", str(run), royale_dir(), royale, settings["royale_rounds"], match_seed, errors)
-    if heldout:
+    for key, bots in (panels or {}).items():
         assert SOURCE is not None
-        where = SOURCE.root / HELDOUT_DATA
-        panel_rates(entry, "heldout", str(run), where, heldout, settings["heldout_rounds"], match_seed, errors)
+        where = SOURCE.root / PANELS[key][0]
+        panel_rates(entry, key, str(run), where, bots, settings[f"{key}_rounds"], match_seed, errors)
     if settings["league"] and "league" in summary:
         log(f"  round-robin of the returned policy against its league ({LEAGUE_ROUNDS} rounds per pair)")
         try:
@@ -385,6 +394,7 @@ RATE_KEYS = (
     "win_rate_last",
     "win_rate_population",
     "win_rate_royale",
+    "win_rate_validation",
     "win_rate_heldout",
 )
 
@@ -409,7 +419,7 @@ def aggregate(entries: list[dict[str, Any]], expected: dict[str, Sequence[str]] 
         names += [n for e in entries for n in e.get(key, {}) if n not in names]
         if names:
             result[key] = {name: spread([e.get(key, {}).get(name) for e in entries]) for name in names}
-    for panel in ("royale", "heldout"):
+    for panel in ("royale", *PANELS):
         if (expected and expected.get(f"win_rate_{panel}")) or any(f"{panel}_mean" in e for e in entries):
             result[f"{panel}_mean"] = spread([e.get(f"{panel}_mean") for e in entries])
             result[f"{panel}_median"] = spread([e.get(f"{panel}_median") for e in entries])
@@ -566,10 +576,11 @@ def header(probe_flags: Sequence[str], source: Source, found_versions: dict[str,
     }
 
 
-def seed_minutes(case: str, minutes: float | None, proxy: bool, heldout: bool = False) -> float:
-    """Rough wall-clock minutes of one seed: training, its start and end, the evaluation."""
+def seed_minutes(case: str, minutes: float | None, proxy: bool, panels: int = 0) -> float:
+    """Rough wall-clock minutes of one seed: training, its start and end, the evaluation (``panels``: how many of
+    :data:`PANELS` are played)."""
     training = minutes if minutes is not None else CASES[case]["minutes"]
-    return training + 0.5 + EVAL_MINUTES["proxy" if proxy else "full"] + (HELDOUT_MINUTES if heldout else 0.0)
+    return training + 0.5 + EVAL_MINUTES["proxy" if proxy else "full"] + PANEL_MINUTES * panels
 
 
 def _pct(value: float | None) -> str:
@@ -610,6 +621,13 @@ def main() -> None:
         "--heldout-rounds rounds each: for the final report of a change, after every choice is made",
     )
     parser.add_argument("--heldout-rounds", type=int, default=20, help="rounds against each held-out bot (default 20)")
+    parser.add_argument(
+        "--validation",
+        action="store_true",
+        help="also play the validation panel (bench/validation: harder official-API bots that tuning runs may use to "
+        "compare settings for range; never trained against), --validation-rounds rounds each",
+    )
+    parser.add_argument("--validation-rounds", type=int, default=20, help="rounds against each validation bot (default 20)")
     parser.add_argument("--extra", default="", help='flags appended to arena train, as one string: --extra="--matches 64"')
     parser.add_argument(
         "--proxy",
@@ -645,8 +663,8 @@ def main() -> None:
         parser.error("--rounds must be >= 1 and --minutes > 0")
     if args.equal_samples and not args.sb3:
         parser.error("--equal-samples needs --sb3 SHAPE (the SB3 runs whose samples it matches)")
-    if args.royale_rounds < 0 or args.heldout_rounds < 1:
-        parser.error("--royale-rounds must be >= 0 and --heldout-rounds >= 1")
+    if args.royale_rounds < 0 or args.heldout_rounds < 1 or args.validation_rounds < 1:
+        parser.error("--royale-rounds must be >= 0, --heldout-rounds and --validation-rounds >= 1")
     cases = list(dict.fromkeys(args.case or ["default"]))
     seeds = list(dict.fromkeys(args.seeds or (PROXY_SEEDS if args.proxy else FULL_SEEDS)))
     root = args.out or Path(tempfile.mkdtemp(prefix="arena-learning-"))
@@ -672,18 +690,23 @@ def main() -> None:
         log("no official Tank Royale bot API (pip install -e '.[royale]'): the Tank Royale bots are skipped")
         royale_rounds = 0
     royale = royale_bots() if royale_rounds else []
-    heldout = heldout_bots() if args.heldout else []
-    if args.heldout and (not heldout or importlib.util.find_spec("robocode_tank_royale") is None):
-        raise SystemExit(f"bench/learning.py: --heldout needs the bots of {HELDOUT_DATA} and the royale extra")
+    panels: dict[str, list[str]] = {}
+    for key, asked in (("validation", args.validation), ("heldout", args.heldout)):
+        if not asked:
+            continue
+        panels[key] = panel_bots(key)
+        if not panels[key] or importlib.util.find_spec("robocode_tank_royale") is None:
+            raise SystemExit(f"bench/learning.py: --{key} needs the bots of {PANELS[key][0]} and the royale extra")
+    heldout = panels.get("heldout", [])
     settings = {"proxy": args.proxy, "rounds": rounds, "royale_rounds": royale_rounds, "league": not args.proxy,
-                "heldout_rounds": args.heldout_rounds}  # fmt: skip
-    total = sum(seed_minutes(c, minutes, args.proxy, bool(heldout)) for c in cases) * len(seeds) + 1.0  # + the baseline
+                "heldout_rounds": args.heldout_rounds, "validation_rounds": args.validation_rounds}  # fmt: skip
+    total = sum(seed_minutes(c, minutes, args.proxy, len(panels)) for c in cases) * len(seeds) + 1.0  # + the baseline
     log(f"cases {', '.join(cases)}, seeds {' '.join(map(str, seeds))}, runs in {root}; about {total:.0f} minutes in all")
     expected: dict[str, Sequence[str]] = {
         "win_rate": SCRIPTED,
         "win_rate_last": SCRIPTED,
         "win_rate_royale": royale,
-        "win_rate_heldout": heldout,
+        **{f"win_rate_{key}": bots for key, bots in panels.items()},
     }
     if not args.proxy:
         expected["win_rate_deterministic"] = SCRIPTED
@@ -705,10 +728,10 @@ def main() -> None:
         case_minutes = minutes if minutes is not None else CASES[case]["minutes"]
         entries = []
         for i, seed in enumerate(seeds):
-            entries.append(run_seed(case, seed, case_minutes, extra, root, settings, royale, heldout))
+            entries.append(run_seed(case, seed, case_minutes, extra, root, settings, royale, panels))
             later = cases[cases.index(case) + 1 :]
-            left = seed_minutes(case, minutes, args.proxy, bool(heldout)) * (len(seeds) - i - 1) + 1.0
-            left += sum(seed_minutes(c, minutes, args.proxy, bool(heldout)) for c in later) * len(seeds)
+            left = seed_minutes(case, minutes, args.proxy, len(panels)) * (len(seeds) - i - 1) + 1.0
+            left += sum(seed_minutes(c, minutes, args.proxy, len(panels)) for c in later) * len(seeds)
             log(f"{case}, seed {seed} done; about {left:.0f} min left")
         agg = aggregate(entries, expected)
         result: dict[str, Any] = {"minutes": case_minutes, "extra": extra, "seeds": entries, "aggregate": agg}
@@ -728,7 +751,7 @@ def main() -> None:
             f"{case}: {agg['seeds_finished']} of {agg['seeds']} seeds finished; returned policy, median / worst: "
             + ", ".join(f"{k} {_pct(v['median'])} / {_pct(v['worst'])}" for k, v in rates.items())
         )
-        for panel, what in (("royale", "Tank Royale tuning bots"), ("heldout", "the held-out panel")):
+        for panel, what in (("royale", "Tank Royale tuning bots"), *((k, v[1]) for k, v in PANELS.items())):
             if f"{panel}_mean" in agg:
                 mean = agg[f"{panel}_mean"]
                 log(f"  {what}, mean per seed: median {_pct(mean['median'])}, worst {_pct(mean['worst'])}")
@@ -786,6 +809,8 @@ def main() -> None:
                     "royale_bots": royale,
                     "heldout_bots": heldout,
                     "heldout_rounds": args.heldout_rounds if heldout else 0,
+                    "validation_bots": panels.get("validation", []),
+                    "validation_rounds": args.validation_rounds if "validation" in panels else 0,
                     "league_rounds": LEAGUE_ROUNDS,
                     "extra": extra,
                     "arena": shlex.join(arena_command(SOURCE)),

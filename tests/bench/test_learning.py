@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.learning import SCRIPTED, TARGETS, aggregate, judge, spread
+import pytest
+
+from bench.learning import PANELS, SCRIPTED, TARGETS, aggregate, judge, spread
 
 
 def seed(number: int, rates: tuple[float, float, float, float], royale: float, above: bool, rank: int) -> dict[str, Any]:
@@ -72,13 +74,17 @@ def test_a_failed_match_counts_as_a_match_lost() -> None:
     assert spread([]) == {"median": None, "worst": None, "n": 0, "failed": 0}
 
 
-def test_the_held_out_panel_is_aggregated_on_its_own_and_a_crash_counts_zero_there_too() -> None:
+@pytest.mark.parametrize("panel", sorted(PANELS))
+def test_each_panel_is_aggregated_on_its_own_and_a_crash_counts_zero_there_too(panel: str) -> None:
+    """The held-out and the validation panels: each its own figures, a failed seed 0% against each of its bots."""
     played = {k: v for k, v in strong(0).items() if k != "royale_mean"}
-    played |= {"win_rate_heldout": {"Lancer": 0.9, "Ghost": 0.5}, "heldout_mean": 0.7, "heldout_median": 0.7}
-    agg = aggregate([played, {"seed": 1, "error": "boom"}], {"win_rate": SCRIPTED, "win_rate_heldout": ["Lancer", "Ghost"]})
-    assert agg["win_rate_heldout"]["Ghost"] == {"median": 0.25, "worst": 0.0, "n": 2, "failed": 1}
-    assert agg["heldout_mean"] == {"median": 0.35, "worst": 0.0, "n": 2, "failed": 1}
+    played |= {f"win_rate_{panel}": {"A": 0.9, "B": 0.5}, f"{panel}_mean": 0.7, f"{panel}_median": 0.7}
+    agg = aggregate([played, {"seed": 1, "error": "boom"}], {"win_rate": SCRIPTED, f"win_rate_{panel}": ["A", "B"]})
+    assert agg[f"win_rate_{panel}"]["B"] == {"median": 0.25, "worst": 0.0, "n": 2, "failed": 1}
+    assert agg[f"{panel}_mean"] == {"median": 0.35, "worst": 0.0, "n": 2, "failed": 1}
     assert "royale_mean" not in agg  # the tuning bots were not played: no figure for them
+    others = [key for key in PANELS if key != panel]
+    assert not any(f"{key}_mean" in agg or f"win_rate_{key}" in agg for key in others)
 
 
 def test_the_json_says_what_ran_where_from_and_with_what(tmp_path) -> None:
