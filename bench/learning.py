@@ -92,6 +92,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: `python bench/learning.py`
     sys.path.insert(0, str(ROOT))
+from bench import learning_matches  # noqa: E402
+from bench.learning_matches import STARTED, ArenaError, arena, log, pct, win_rates  # noqa: E402
+from bench.learning_sb3 import SB3_SHAPES, ours_at_sb3_samples, sb3_tracker  # noqa: E402
+from bench.learning_verdicts import aggregate, judge  # noqa: E402
 from bench.provenance import DirtyTree, Source, arena_command, command_line, prepare_source, versions  # noqa: E402
 
 SCRIPTED = ("sitting", "spinner", "walker", "tracker")
@@ -159,83 +163,20 @@ PANEL_MINUTES = 3.0
 PANELS = {"validation": (VALIDATION_DATA, "the validation panel"), "heldout": (HELDOUT_DATA, "the held-out panel")}
 """The optional panels of official-API bots: result key → (folder in the measured source, name in the log)."""
 
-STARTED = time.monotonic()
 
-
-def log(message: str) -> None:
-    elapsed = int(time.monotonic() - STARTED)
-    print(f"[{elapsed // 60:3d}:{elapsed % 60:02d}] {message}", file=sys.stderr, flush=True)
-
-
-class ArenaError(RuntimeError):
-    """An ``arena`` command failed: its exit code and the end of its stderr."""
-
-
-SOURCE: Source | None = None
-"""The code measured: a clean export of a commit (or, asked for, the working tree), run as ``arena``."""
-
-
-def arena(*args: str, timeout: float = 1800.0) -> str:
-    """Run ``arena ARGS`` from :data:`SOURCE`; its stdout, or ArenaError with the last 500 characters of its stderr."""
-    assert SOURCE is not None
-    try:
-        result = subprocess.run(
-            [*arena_command(SOURCE), *args], capture_output=True, text=True, timeout=timeout, env=SOURCE.env()
-        )
-    except subprocess.TimeoutExpired as exc:
-        tail = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        raise ArenaError(f"arena {args[0]} timed out after {timeout:.0f} s: {tail.strip()[-500:]}") from None
-    if result.returncode != 0:
-        raise ArenaError(f"arena {args[0]} exited {result.returncode}: {result.stderr.strip()[-500:]}")
-    return result.stdout
-
-
-def match(bot: str, opponent: str, rounds: int, seed: int, deterministic: bool = False) -> float:
-    """The first bot's win rate against ``opponent`` (draws are no wins)."""
-    flags = ["--deterministic"] if deterministic else []
-    out = json.loads(
-        arena("match", "--bot", bot, "--bot", opponent, "--rounds", str(rounds), "--seed", str(seed), "--json", *flags)
-        .strip()
-        .splitlines()[-1]
-    )
-    return out["bots"][0]["wins"] / out["rounds"]
-
-
-def win_rates(
-    bot: str,
-    label: str,
-    opponents: Sequence[str] | dict[str, str],
-    rounds: int,
-    seed: int,
-    errors: list[str],
-    deterministic: bool = False,
-) -> dict[str, float | None]:
-    """Win rates against each opponent (a name, or name → ``--bot`` value). A failed match is None here, its
-    error goes to ``errors``; the aggregate counts it as a match lost (0%)."""
-    bots = opponents if isinstance(opponents, dict) else {name: name for name in opponents}
-    how = "mean action" if deterministic else "sampled"
-    log(f"  {label} ({how}), {rounds} rounds against each of {', '.join(bots)}")
-    rates: dict[str, float | None] = {}
-    for name, opponent in bots.items():
-        try:
-            rates[name] = match(bot, opponent, rounds, seed, deterministic)
-        except (ArenaError, ValueError, KeyError, IndexError) as exc:
-            rates[name] = None
-            errors.append(f"{label} vs {name}: {exc}")
-            log(f"    vs {name}: failed: {str(exc)[-200:]}")
-    log(f"    {label} ({how}): " + ", ".join(f"{k} {_pct(v)}" for k, v in rates.items()))
-    return rates
+def source_root() -> Path:
+    """The root of the measured source (where its bots lie)."""
+    assert learning_matches.SOURCE is not None
+    return learning_matches.SOURCE.root
 
 
 def royale_dir() -> Path:
-    assert SOURCE is not None
-    return SOURCE.root / ROYALE_DATA
+    return source_root() / ROYALE_DATA
 
 
 def panel_bots(key: str) -> list[str]:
     """A panel's bots in the measured source (``NAME/NAME.json`` folders of its folder in :data:`PANELS`)."""
-    assert SOURCE is not None
-    panel = SOURCE.root / PANELS[key][0]
+    panel = source_root() / PANELS[key][0]
     return sorted(d.name for d in panel.iterdir() if (d / f"{d.name}.json").is_file()) if panel.is_dir() else []
 
 
@@ -351,8 +292,7 @@ def run_seed(
     if royale:
         panel_rates(entry, "royale", str(run), royale_dir(), royale, settings["royale_rounds"], match_seed, errors)
     for key, bots in (panels or {}).items():
-        assert SOURCE is not None
-        where = SOURCE.root / PANELS[key][0]
+        where = source_root() / PANELS[key][0]
         panel_rates(entry, key, str(run), where, bots, settings[f"{key}_rounds"], match_seed, errors)
     if settings["league"] and "league" in summary:
         log(f"  round-robin of the returned policy against its league ({LEAGUE_ROUNDS} rounds per pair)")
@@ -371,195 +311,9 @@ def run_seed(
     return entry
 
 
-def spread(values: Sequence[float | None]) -> dict[str, Any]:
-    """Median and worst (minimum) over every seed; a seed or match that failed (None) counts as 0%.
-
-    ``n`` is how many values were counted, ``failed`` how many of them are zeros standing for a failure:
-    a crash is the worst outcome a user can get, never a seed left out.
-    """
-    if not values:
-        return {"median": None, "worst": None, "n": 0, "failed": 0}
-    counted = [0.0 if v is None else v for v in values]
-    return {
-        "median": round(statistics.median(counted), 4),
-        "worst": round(min(counted), 4),
-        "n": len(counted),
-        "failed": sum(v is None for v in values),
-    }
-
-
-RATE_KEYS = (
-    "win_rate",
-    "win_rate_deterministic",
-    "win_rate_last",
-    "win_rate_population",
-    "win_rate_royale",
-    "win_rate_validation",
-    "win_rate_heldout",
-)
-
-
-def aggregate(entries: list[dict[str, Any]], expected: dict[str, Sequence[str]] | None = None) -> dict[str, Any]:
-    """Per opponent, median and worst over **every** seed: a seed that failed counts 0% against every opponent.
-
-    ``expected``: result key (``win_rate``, ``win_rate_royale``, ...) → the opponents every seed should have
-    played; a seed missing one (it crashed before, or the match failed) counts 0% there. Without it, the
-    opponents any seed played.
-    """
-    failed = [e for e in entries if "error" in e]
-    result: dict[str, Any] = {
-        "seeds": len(entries),
-        "seeds_finished": len(entries) - len(failed),
-        "seeds_failed": [e["seed"] for e in failed],
-        "failures": [{"seed": e["seed"], "error": e["error"]} for e in failed],
-        "failed_matches": sum(len(e.get("errors", [])) for e in entries),
-    }
-    for key in RATE_KEYS:
-        names = list(expected.get(key, ())) if expected is not None else []
-        names += [n for e in entries for n in e.get(key, {}) if n not in names]
-        if names:
-            result[key] = {name: spread([e.get(key, {}).get(name) for e in entries]) for name in names}
-    for panel in ("royale", *PANELS):
-        if (expected and expected.get(f"win_rate_{panel}")) or any(f"{panel}_mean" in e for e in entries):
-            result[f"{panel}_mean"] = spread([e.get(f"{panel}_mean") for e in entries])
-            result[f"{panel}_median"] = spread([e.get(f"{panel}_median") for e in entries])
-    league = [e for e in entries if "round_robin" in e or e.get("league_expected")]
-    if league:
-        robins = [e["round_robin"] for e in league if "round_robin" in e]
-        ranks = [r["rank"] for r in robins]
-        result["round_robin"] = {
-            "rank": {
-                "median": statistics.median(ranks) if ranks else None,
-                "worst": max(ranks) if ranks and len(ranks) == len(league) else None,  # the largest; None: a seed failed
-                "n": len(ranks),
-            },
-            "above_every_scripted": sum(bool(r["above_every_scripted"]) for r in robins),
-            "of": len(league),
-        }
-    for key in ("transitions_trained", "updates", "gradient_steps", "trained_steps_per_s"):
-        got = [e[key] for e in entries if isinstance(e.get(key), int | float)]
-        result[f"median_{key}"] = statistics.median(got) if got else None
-    result["returned_last"] = sum(1 for e in entries if (e.get("returned_policy") or {}).get("returned") == "last")
-    return result
-
-
-def judge(agg: dict[str, Any], targets: dict[str, Any], applies: bool, why: str) -> dict[str, Any]:
-    """Each target: the figure, its bound, met (None: not measured). A failed seed fails the targets."""
-    rows: dict[str, Any] = {}
-    seeds, finished = agg["seeds"], agg["seeds_finished"]
-    rows["every_seed_finished"] = {"value": f"{finished} of {seeds}", "target": "all", "met": seeds > 0 and finished == seeds}
-    rates = agg.get("win_rate", {})
-    for kind in ("median", "worst"):
-        for name, bound in targets[kind].items():
-            value = rates.get(name, {}).get(kind)
-            rows[f"{kind}/{name}"] = {"value": value, "target": bound, "met": None if value is None else value >= bound}
-    value = agg.get("royale_mean", {}).get("median")
-    bound = targets["royale_mean_median"]
-    rows["median/royale_mean"] = {"value": value, "target": bound, "met": None if value is None else value >= bound}
-    robin = agg.get("round_robin")
-    if robin:
-        rows["above_every_scripted/every_seed"] = {
-            "value": f"{robin['above_every_scripted']} of {seeds}",
-            "target": "all",
-            "met": robin["above_every_scripted"] == seeds,
-        }
-    else:
-        rows["above_every_scripted/every_seed"] = {"value": None, "target": "all", "met": None}
-    met = [row["met"] for row in rows.values()]
-    all_met = False if False in met else (None if None in met else True)
-    return {
-        "applies": applies,
-        "why": why,
-        "over_seeds": seeds,
-        "seeds_failed": agg["seeds_failed"],
-        "targets": rows,
-        "all_met": all_met,
-    }
-
-
-SB3_SHAPES: dict[str, dict[str, int]] = {
-    "sb3-defaults": {"n_envs": 1, "n_steps": 2048, "batch_size": 64, "n_epochs": 10},
-    "our-shape": {"n_envs": 128, "n_steps": 64, "batch_size": 1024, "n_epochs": 2},
-    "16x128": {"n_envs": 16, "n_steps": 128, "batch_size": 256, "n_epochs": 4},
-}
-"""Stable-Baselines3 PPO batch shapes (everything else its defaults): its own defaults, ours (128 matches x 64
-steps, minibatches of 1,024, 2 epochs), and a smaller rollout with more gradient steps per sample."""
-
-
-OUR_SHAPE_FLAGS: dict[str, list[str]] = {
-    "sb3-defaults": ["--matches", "1", "--agent-option", "rollout_steps=2048", "--agent-option", "minibatch_size=64",
-                     "--agent-option", "epochs=10"],
-    "our-shape": [],
-    "16x128": ["--matches", "16", "--agent-option", "rollout_steps=2048", "--agent-option", "minibatch_size=256",
-               "--agent-option", "epochs=4"],
-}  # fmt: skip
-"""``arena train`` flags for our PPO at each of :data:`SB3_SHAPES` (matches x 64-step rollouts, minibatch, epochs)."""
-
-
-def ours_at_sb3_samples(sb3: dict[str, Any], root: Path, rounds: int) -> dict[str, Any]:
-    """Our PPO against ``tracker`` at each SB3 shape and seed, stopped at the samples SB3 used (no more).
-
-    ``arena train --opponent tracker --steps T`` with T = 99% of SB3's environment steps / matches:
-    the per-sample comparison the wall-clock one cannot make (ours is faster, so in the same minutes it
-    also sees more samples). Its returned and last policies play ``rounds`` rounds against ``tracker``.
-    """
-    found: dict[str, Any] = {}
-    for shape, result in sb3.items():
-        if not isinstance(result, dict) or "seeds" not in result:
-            continue
-        runs = []
-        for sb3_run in result["seeds"]:
-            seed, flags = sb3_run["seed"], OUR_SHAPE_FLAGS[shape]
-            matches = int(flags[flags.index("--matches") + 1]) if "--matches" in flags else 128
-            # 1% under SB3's count: the run stops at its first budget check past the mark (checked ~1 s apart)
-            ticks = max(1, int(sb3_run["steps"] * 0.99) // matches)
-            run = root / f"ours-at-sb3-{shape}-seed{seed}"
-            args = ["train", "--opponent", "tracker", "--steps", str(ticks), "--out", str(run), "--seed", str(seed), *flags]
-            log(f"ours at SB3's {shape} samples ({ticks * matches:,}), seed {seed}: arena {shlex.join(args)}")
-            entry: dict[str, Any] = {"seed": seed, "shape": shape, "sb3_steps": sb3_run["steps"]}
-            entry["command"] = "arena " + shlex.join(args)
-            try:
-                arena(*args, timeout=3600)
-                summary = json.loads((run / "summary.json").read_text())
-                last = sorted((run / "checkpoints").glob("ckpt-*.pt"))[-1]
-                errors: list[str] = []
-                entry |= {
-                    "transitions_trained": summary.get("transitions_trained"),
-                    "trained_steps_per_s": (summary.get("throughput") or {}).get("trained_steps_per_s"),
-                    "win_rate": win_rates(str(run), "returned policy", ["tracker"], rounds, seed + 1, errors)["tracker"],
-                    "win_rate_last": win_rates(str(last), "last policy", ["tracker"], rounds, seed + 1, errors)["tracker"],
-                }
-                if errors:
-                    entry["errors"] = errors
-            except (ArenaError, OSError, ValueError, IndexError) as exc:
-                entry["error"] = str(exc)[-500:]
-                log(f"  FAILED: {entry['error']}")
-            runs.append(entry)
-        found[shape] = {"seeds": runs, "win_rate": spread([r.get("win_rate") for r in runs]),
-                        "win_rate_last": spread([r.get("win_rate_last") for r in runs])}  # fmt: skip
-    return found
-
-
-def sb3_tracker(shapes: Sequence[str], minutes: float, seeds: Sequence[int], rounds: int) -> dict[str, Any]:
-    """Stable-Baselines3's PPO trained against ``tracker`` on the same engine for the same minutes, per shape and seed:
-    the anchor a user would otherwise pick, beside our ``tracker`` case (``--case tracker``)."""
-    if importlib.util.find_spec("stable_baselines3") is None:
-        log("no stable-baselines3 (pip install -e '.[bench]' after torch): the SB3 comparison is skipped")
-        return {"skipped": "stable-baselines3 is not installed"}
-    sys.path.insert(0, str(ROOT))
-    from bench.sb3_tank import train_sb3
-
-    found: dict[str, Any] = {}
-    for shape in shapes:
-        runs = []
-        for seed in seeds:
-            log(f"SB3 PPO, {shape}, seed {seed}: {minutes:g} minutes against tracker")
-            run = train_sb3(minutes * 60, opponent="tracker", seed=seed, eval_rounds=rounds, **SB3_SHAPES[shape])
-            log(f"  {run['steps']:,} steps ({run['steps_per_s']:,}/s); {run['eval_win_rate']:.0%} of {rounds} rounds")
-            runs.append(run | {"seed": seed})
-        found[shape] = {"seeds": runs, "win_rate": spread([r["eval_win_rate"] for r in runs]),
-                        "steps": spread([r["steps"] for r in runs])}  # fmt: skip
-    return found
+def aggregate_case(entries: list[dict[str, Any]], expected: dict[str, Sequence[str]]) -> dict[str, Any]:
+    """A case's verdict over its seeds, with the tuning bots and every panel of :data:`PANELS` aggregated."""
+    return aggregate(entries, expected, panels=("royale", *PANELS))
 
 
 def header(probe_flags: Sequence[str], source: Source, found_versions: dict[str, Any]) -> dict[str, Any]:
@@ -583,12 +337,7 @@ def seed_minutes(case: str, minutes: float | None, proxy: bool, panels: int = 0)
     return training + 0.5 + EVAL_MINUTES["proxy" if proxy else "full"] + PANEL_MINUTES * panels
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
-
-
 def main() -> None:
-    global SOURCE
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -674,12 +423,13 @@ def main() -> None:
         raise SystemExit(f"{taken[0]} exists (arena train would mix its checkpoints in): remove it or pick another --out")
     root.mkdir(parents=True, exist_ok=True)
     try:
-        SOURCE = prepare_source(ROOT, args.commit, args.allow_dirty, into=root / "source")
-        found_versions = versions(SOURCE)
+        source = prepare_source(ROOT, args.commit, args.allow_dirty, into=root / "source")
+        found_versions = versions(source)
     except (DirtyTree, RuntimeError, subprocess.CalledProcessError) as exc:
         raise SystemExit(f"bench/learning.py: {exc}") from None
-    where = "the working tree, uncommitted edits included" if SOURCE.record["dirty"] else "a clean export"
-    log(f"measuring commit {SOURCE.record['commit'][:12]} from {where} ({SOURCE.root}); {found_versions}")
+    learning_matches.use_source(source)
+    where = "the working tree, uncommitted edits included" if source.record["dirty"] else "a clean export"
+    log(f"measuring commit {source.record['commit'][:12]} from {where} ({source.root}); {found_versions}")
     extra = shlex.split(args.extra)
     rounds = args.rounds or (100 if args.proxy else 200)
     minutes = args.minutes if args.minutes is not None else (PROXY_MINUTES if args.proxy else None)
@@ -733,7 +483,7 @@ def main() -> None:
             left = seed_minutes(case, minutes, args.proxy, len(panels)) * (len(seeds) - i - 1) + 1.0
             left += sum(seed_minutes(c, minutes, args.proxy, len(panels)) for c in later) * len(seeds)
             log(f"{case}, seed {seed} done; about {left:.0f} min left")
-        agg = aggregate(entries, expected)
+        agg = aggregate_case(entries, expected)
         result: dict[str, Any] = {"minutes": case_minutes, "extra": extra, "seeds": entries, "aggregate": agg}
         if CASES[case]["targets"]:
             standard = not probe_flags
@@ -749,12 +499,12 @@ def main() -> None:
             log(f"{case}: seeds {agg['seeds_failed']} FAILED, counted as 0% against every opponent")
         log(
             f"{case}: {agg['seeds_finished']} of {agg['seeds']} seeds finished; returned policy, median / worst: "
-            + ", ".join(f"{k} {_pct(v['median'])} / {_pct(v['worst'])}" for k, v in rates.items())
+            + ", ".join(f"{k} {pct(v['median'])} / {pct(v['worst'])}" for k, v in rates.items())
         )
         for panel, what in (("royale", "Tank Royale tuning bots"), *((k, v[1]) for k, v in PANELS.items())):
             if f"{panel}_mean" in agg:
                 mean = agg[f"{panel}_mean"]
-                log(f"  {what}, mean per seed: median {_pct(mean['median'])}, worst {_pct(mean['worst'])}")
+                log(f"  {what}, mean per seed: median {pct(mean['median'])}, worst {pct(mean['worst'])}")
         if "targets" in result:
             log(f"  targets ({result['targets']['why']}): all met: {result['targets']['all_met']}")
 
@@ -798,7 +548,7 @@ def main() -> None:
     print(
         json.dumps(
             {
-                **header(probe_flags, SOURCE, found_versions),
+                **header(probe_flags, source, found_versions),
                 "settings": {
                     "proxy": args.proxy,
                     "cases": cases,
@@ -813,7 +563,7 @@ def main() -> None:
                     "validation_rounds": args.validation_rounds if "validation" in panels else 0,
                     "league_rounds": LEAGUE_ROUNDS,
                     "extra": extra,
-                    "arena": shlex.join(arena_command(SOURCE)),
+                    "arena": shlex.join(arena_command(source)),
                 },
                 "cases": results,
                 **({"sb3_tracker": sb3} if sb3 is not None else {}),
