@@ -33,6 +33,11 @@ tree as it is and says so), for each case and seed:
 5. once, the *untrained* policy of seed 0 (a 1-round, 1-tick run's first checkpoint) against the
    scripted bots, same rounds: the baseline, measured in the same run on the same machine.
 
+``--report-on BENCH_JSON --heldout`` (or ``--validation``) trains nothing: it plays the panel against the returned
+policies of an earlier run of this benchmark, from that run's own export, and its untrained seed-0 policy as the
+baseline. It is how a choice made on the validation panel gets its final report on the very policies it was
+made with.
+
 What the figures mean. A learning result is a distribution, not a number: the same command with
 another seed can learn a different policy, and a user runs one seed. So every case runs 5 seeds
 and the aggregate gives, per opponent, the **median** over seeds (what a user typically gets) and
@@ -69,6 +74,8 @@ met, the untrained baseline, and the provenance: ``source`` (commit, dirty, expo
     python bench/learning.py --proxy                          # triage: 3 seeds of 90 s (~8 minutes)
     python bench/learning.py --proxy --extra="--matches 64"   # the same for another setting
     python bench/learning.py --case default --case tracker --seeds 0 1 --out runs/bench
+    python bench/learning.py --validation --out runs/probe > probe.json   # a choice for range, on the validation panel
+    python bench/learning.py --report-on probe.json --heldout      # then the final report, on the same policies
     python bench/learning.py --case radar --case radar-gru         # the radar observation, memoryless vs GRU
     python bench/learning.py --case tracker --sb3 our-shape --sb3 16x128 --seeds 0   # beside SB3's PPO
     python bench/learning.py --case tracker --sb3 our-shape --sb3 16x128 --equal-samples --seeds 0 --royale-rounds 0
@@ -337,6 +344,82 @@ def seed_minutes(case: str, minutes: float | None, proxy: bool, panels: int = 0)
     return training + 0.5 + EVAL_MINUTES["proxy" if proxy else "full"] + PANEL_MINUTES * panels
 
 
+def report_on(bench_json: Path, rounds: dict[str, int]) -> None:
+    """``--report-on``: the panels in ``rounds`` (key → rounds per bot) against each seed's returned policy of an
+    earlier run of this benchmark, and the untrained policy of its seed 0 as the baseline; one JSON line.
+
+    Why: the final report of a choice made on the validation panel is best made on the very policies the choice
+    was made with, not on a new training run, whose seeds would differ by chance. A seed that failed there counts
+    0% here too. The matches run from the earlier run's export, so the code that plays is the code that trained.
+    """
+    try:
+        earlier = json.loads(bench_json.read_text().strip().splitlines()[-1])
+        record = earlier["source"]
+        export = Path(record.get("export_dir") or "")
+        cases = earlier["cases"]
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise SystemExit(f"bench/learning.py: {bench_json} is not this benchmark's JSON output: {exc}") from None
+    if not record.get("exported"):
+        raise SystemExit(f"bench/learning.py: {bench_json} measured a working tree, not an export: its code is not kept")
+    if not export.is_dir():
+        raise SystemExit(f"bench/learning.py: the earlier run's source export is gone ({export}): nothing to play from")
+    source = Source(export, record)
+    learning_matches.use_source(source)
+    found_versions = versions(source)
+    panels = {key: panel_bots(key) for key in rounds}
+    for key, bots in panels.items():
+        if not bots or importlib.util.find_spec("robocode_tank_royale") is None:
+            raise SystemExit(f"bench/learning.py: --{key} needs the bots of {PANELS[key][0]} and the royale extra")
+    log(f"the panels {', '.join(panels)} against the returned policies of {bench_json} (commit {record['commit'][:12]})")
+    expected = {f"win_rate_{key}": bots for key, bots in panels.items()}
+    results: dict[str, Any] = {}
+    for case, found in cases.items():
+        entries = []
+        for earlier_entry in found["seeds"]:
+            seed = earlier_entry["seed"]
+            entry: dict[str, Any] = {"case": case, "seed": seed, "run_dir": earlier_entry.get("run_dir")}
+            if "error" in earlier_entry or not earlier_entry.get("run_dir"):
+                entry["error"] = f"the seed failed in the earlier run: {earlier_entry.get('error', 'no run directory')}"
+                entries.append(entry)
+                continue
+            errors: list[str] = []
+            for key, bots in panels.items():
+                panel_rates(entry, key, entry["run_dir"], source.root / PANELS[key][0], bots, rounds[key], seed + 1, errors)
+            if errors:
+                entry["errors"] = errors
+            entries.append(entry)
+        results[case] = {"seeds": entries, "aggregate": aggregate_case(entries, expected)}
+        for key in panels:
+            mean = results[case]["aggregate"][f"{key}_mean"]
+            log(f"{case}: {PANELS[key][1]}, mean per seed: median {pct(mean['median'])}, worst {pct(mean['worst'])}")
+    baseline: dict[str, Any] = {"seed": 0}
+    untrained = Path(earlier.get("root") or bench_json.parent) / "untrained-seed0" / "checkpoints"
+    first = sorted(untrained.glob("ckpt-*.pt"))[:1]
+    if first:
+        errors = []
+        for key, bots in panels.items():
+            panel_rates(baseline, key, str(first[0]), source.root / PANELS[key][0], bots, rounds[key], 1, errors)
+        if errors:
+            baseline["errors"] = errors
+    else:
+        baseline["error"] = f"no untrained checkpoint in {untrained}"
+    print(
+        json.dumps(
+            {
+                **header(["--report-on"], source, found_versions),
+                "report_on": {"path": str(bench_json), "kind": earlier.get("kind"), "probe_flags": earlier.get("probe_flags")},
+                "settings": {
+                    **{f"{key}_bots": bots for key, bots in panels.items()},
+                    **{f"{key}_rounds": n for key, n in rounds.items()},
+                },
+                "cases": results,
+                "untrained": baseline,
+                "seconds": round(time.monotonic() - STARTED, 1),
+            }
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -407,7 +490,21 @@ def main() -> None:
         action="store_true",
         help="measure the working tree as it is, uncommitted edits included (the JSON says so, with a hash of the diff)",
     )
+    parser.add_argument(
+        "--report-on",
+        type=Path,
+        default=None,
+        metavar="BENCH_JSON",
+        help="train nothing: play the panels asked (--heldout, --validation) against the returned policies of an "
+        "earlier run of this benchmark (its JSON output), from that run's own source export",
+    )
     args = parser.parse_args()
+    if args.report_on is not None:
+        asked = [key for key in PANELS if getattr(args, key)]
+        if not asked:
+            parser.error("--report-on needs --heldout or --validation (the panels to play)")
+        report_on(args.report_on, {key: getattr(args, f"{key}_rounds") for key in asked})
+        return
     if (args.rounds is not None and args.rounds < 1) or (args.minutes is not None and args.minutes <= 0):
         parser.error("--rounds must be >= 1 and --minutes > 0")
     if args.equal_samples and not args.sb3:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
+import pytest
+
 from bench.learning import OPPONENT_ROLES, PANELS, SCRIPTED, aggregate_case, header
+from tests.conftest import ROOT
 
 
 def test_the_json_says_what_ran_where_from_and_with_what(tmp_path) -> None:
@@ -29,3 +35,34 @@ def test_a_case_aggregates_the_tuning_bots_and_every_panel_it_played() -> None:
     for key in ("royale", *PANELS):
         assert agg[f"win_rate_{key}"]["A"] == {"median": 0.25, "worst": 0.0, "n": 2, "failed": 1}
         assert agg[f"{key}_mean"]["median"] == 0.25
+
+
+@pytest.mark.parametrize(
+    ("record", "says"),
+    [
+        ("not json", "is not this benchmark's JSON output"),
+        ({"source": {"commit": "a" * 40, "exported": False}, "cases": {}}, "measured a working tree"),
+        ({"source": {"commit": "a" * 40, "exported": True, "export_dir": "/nonexistent/x"}, "cases": {}}, "export is gone"),
+    ],
+)
+def test_a_report_on_an_earlier_run_refuses_what_it_cannot_replay(tmp_path, record, says) -> None:
+    """``--report-on`` plays only from the earlier run's own export: anything else is one line and exit 1."""
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text("progress\n" + (record if isinstance(record, str) else json.dumps(record)) + "\n")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "learning.py"), "--report-on", str(earlier), "--heldout"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1 and says in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_report_needs_a_panel_to_play() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "learning.py"), "--report-on", "x.json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "--report-on needs --heldout or --validation" in result.stderr
