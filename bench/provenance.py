@@ -95,8 +95,11 @@ def prepare_source(repo: Path, commit: str | None, allow_dirty: bool, into: Path
     target = into or Path(tempfile.mkdtemp(prefix=f"arena-src-{sha[:10]}-"))
     target.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", sha], capture_output=True, check=True)
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(target, filter="data")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(target, filter="data")
+    except tarfile.TarError as exc:  # e.g. a committed link out of the tree, which the data filter refuses
+        raise RuntimeError(f"commit {sha[:12]} cannot be exported: {exc}") from None
     record = {"commit": sha, "dirty": False, "exported": True, "export_dir": str(target),
               "working_tree": {"head": head, "uncommitted_changes": len(changed)}}  # fmt: skip
     if commit is not None:

@@ -54,6 +54,15 @@ def test_an_unknown_commit_is_a_clear_error(repo: Path) -> None:
         prepare_source(repo, "no-such-commit", allow_dirty=False)
 
 
+def test_a_commit_holding_a_link_out_of_the_tree_is_a_clear_error(repo: Path, tmp_path: Path) -> None:
+    """A committed absolute symlink (a venv linked in by mistake) is refused by the safe extraction: one message."""
+    (repo / ".venv").symlink_to(tmp_path)
+    _git(repo, "add", ".venv")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "link")
+    with pytest.raises(RuntimeError, match=r"cannot be exported: .*\.venv"):
+        prepare_source(repo, "HEAD", allow_dirty=False, into=tmp_path / "export")
+
+
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
 def test_the_runs_import_the_project_from_the_export_and_the_versions_are_recorded(tmp_path: Path) -> None:
     """The export of this repository's HEAD: every package comes from it, ahead of the editable install."""
