@@ -188,11 +188,19 @@ def panel_bots(key: str) -> list[str]:
 
 
 def panel_rates(
-    entry: dict[str, Any], key: str, bot: str, where: Path, names: list[str], rounds: int, seed: int, errors: list[str]
+    entry: dict[str, Any],
+    key: str,
+    bot: str,
+    where: Path,
+    names: list[str],
+    rounds: int,
+    seed: int,
+    errors: list[str],
+    who: str = "returned policy",
 ) -> None:
     """``entry[win_rate_KEY]`` against each official-API bot of ``where``, and ``KEY_mean`` / ``KEY_median`` over
-    them (a failed match counts as a match lost)."""
-    label = "returned policy" + (f" vs {PANELS[key][1]}" if key in PANELS else "")
+    them (a failed match counts as a match lost); ``who`` names ``bot`` in the log."""
+    label = who + (f" vs {PANELS[key][1]}" if key in PANELS else "")
     rates = win_rates(bot, label, {n: f"royale:{where / n}" for n in names}, rounds, seed, errors)
     entry[f"win_rate_{key}"] = rates
     counted = [v or 0.0 for v in rates.values()]
@@ -398,7 +406,8 @@ def report_on(bench_json: Path, rounds: dict[str, int]) -> None:
     if first:
         errors = []
         for key, bots in panels.items():
-            panel_rates(baseline, key, str(first[0]), source.root / PANELS[key][0], bots, rounds[key], 1, errors)
+            where = source.root / PANELS[key][0]
+            panel_rates(baseline, key, str(first[0]), where, bots, rounds[key], 1, errors, who="untrained policy")
         if errors:
             baseline["errors"] = errors
     else:
