@@ -91,6 +91,7 @@ def league_spec(
     from ..games.tank.roster import SCRIPTED
 
     config = parse_options(options)
+    config.ladder_of(SCRIPTED)  # a name not on the ladder: one line now, not in a worker later
     named: list[tuple[str, str]] = []
     for spec in files:
         check_policy_file(spec)

@@ -87,6 +87,12 @@ class LeagueConfig:
     ML-Agents' self-play trainer runs (the learner meets only its own past and present; with
     ``self_share=0.5``, ``max_snapshots=10`` and ``exponent=0``, its defaults ``play_against_latest_model_ratio``,
     ``window`` and a uniform draw): the baseline ``bench/learning.py --case selfplay`` measures."""
+    ladder: str = ""
+    """The scripted ladder's bots that play, ``+``-joined (``tracker``, ``walker+tracker``); empty (the default): all
+    of them (the tank's four). Applies with ``scripted=true``. A league's composition, like the ``drawn_*`` options:
+    the population already draws still, circling and wall-following movements, and the ladder's strongest gun is
+    ``tracker``'s, so an ablation keeps only part of the ladder (docs/agents.md). The run's evaluations still play
+    the whole ladder."""
     drawn: bool = True
     """Whether ``drawn`` joins the league: one scripted member whose every match draws a new movement, targeting
     and fire-power rule at each round start (``arena.games.tank.drawn``), so its win rate is the learner's against
@@ -123,6 +129,14 @@ class LeagueConfig:
         for name in ("snapshots_as_one", "scripted", "drawn"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"league {name} must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.ladder, str):
+            raise ValueError(f"league ladder must be names joined by '+', got {self.ladder!r}")
+        if self.ladder:
+            names = self.ladder.split("+")
+            if not all(names) or len(set(names)) != len(names):
+                raise ValueError(f"league ladder must be distinct names joined by '+', got {self.ladder!r}")
+            if not self.scripted:
+                raise ValueError("league ladder applies with scripted=true")
         parts = {"movements": self.drawn_movements, "targetings": self.drawn_targetings, "power_rules": self.drawn_power_rules}
         if not all(isinstance(value, str) for value in parts.values()):
             raise ValueError(f"league drawn_* options must be strings of names joined by '+', got {parts!r}")
@@ -132,6 +146,21 @@ class LeagueConfig:
             self.drawn_source  # noqa: B018  # checks the names (one line naming the unknown one)
         if not (isinstance(self.exponent, (int, float)) and math.isfinite(self.exponent) and 0.0 <= self.exponent <= 10.0):
             raise ValueError(f"league exponent must be a number in [0, 10], got {self.exponent!r}")
+
+    def ladder_of(self, scripted: Iterable[str]) -> list[str]:
+        """The bots of the game's ladder ``scripted`` that play: those ``ladder`` names (all when it is empty).
+
+        Raises:
+            ValueError: ``ladder`` names a bot the ladder does not have (one line naming it and the ladder).
+        """
+        ladder = list(scripted)
+        if not self.ladder:
+            return ladder
+        chosen = self.ladder.split("+")
+        unknown = [name for name in chosen if name not in ladder]
+        if unknown:
+            raise ValueError(f"league ladder: {', '.join(unknown)} is not on the ladder (choose from {'+'.join(ladder)})")
+        return [name for name in ladder if name in chosen]
 
     @property
     def drawn_source(self) -> str:
@@ -210,7 +239,7 @@ class League:
         With no opponent besides ``self`` the learner plays only itself until its first snapshot, which
         needs both self-play and snapshots on.
         """
-        members = [Member(name, "scripted", name) for name in scripted] if config.scripted else []
+        members = [Member(name, "scripted", name) for name in config.ladder_of(scripted)] if config.scripted else []
         if config.drawn and all(m.name != DRAWN for m in members):
             members.append(Member(DRAWN, "scripted", config.drawn_source))
         members += [Member(name, "file", path) for name, path in files.items()]
@@ -347,6 +376,9 @@ class League:
             league.members.append(Member(SELF, "self"))
         elif league.config.self_share == 0 and has_self:
             league.members = [m for m in members if m.kind != "self"]
+        if league.config.ladder:  # given at resume, it narrows the saved ladder: the bots it leaves out leave
+            kept = set(league.config.ladder.split("+"))
+            league.members = [m for m in league.members if m.kind != "scripted" or m.name == DRAWN or m.name in kept]
         has_drawn = any(m.name == DRAWN for m in league.members)
         if league.config.drawn and not has_drawn:  # turned on at resume: after the other scripted members
             scripted = [i for i, m in enumerate(league.members) if m.kind == "scripted"]

@@ -55,7 +55,8 @@ class LeagueSpec:
     def describe(self) -> str:
         """One line for the start-up message."""
         c = self.config
-        parts = [", ".join(self.scripted) if c.scripted else "no scripted bots", *(name for name, _ in self.files)]
+        ladder = ", ".join(c.ladder_of(self.scripted)) if c.scripted else "no scripted bots"
+        parts = [ladder, *(name for name, _ in self.files)]
         if c.drawn:
             parts.insert(1, f"{c.drawn_source} (new parts every round)")
         if c.max_snapshots:

@@ -166,6 +166,7 @@ def test_match_json_and_export_round_trip(tmp_path, tiny_run, capsys):
         ("train", "--league-option", "exponent=-1"),
         ("train", "--league-option", "snapshot_every"),
         ("train", "--league-option", "no_such_option=1"),
+        ("train", "--league-option", "ladder=sniper"),
         ("train", "--opponent", "sitting", "--league-option", "exponent=1"),
         ("train", "--royale-matches", "2"),
         ("train", "--opponent", "royale:/nonexistent/Bot"),

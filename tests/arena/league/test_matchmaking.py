@@ -157,6 +157,20 @@ def test_drawn_joins_by_default_and_follows_the_config_on_resume():
     assert [m.name for m in dropped.members] == list(SCRIPTED) and dropped.member("tracker").rounds == 1
 
 
+def test_part_of_the_ladder_plays_with_ladder_and_a_resume_narrows_it():
+    """``ladder=walker+tracker``: those two of the scripted ladder (in its order) and ``drawn``; unknown names are
+    one line; on resume the option narrows the saved ladder, whose other records leave with their bots."""
+    config = LeagueConfig.from_options({"ladder": "tracker+walker"})
+    assert [m.name for m in League.start(config, SCRIPTED).members] == ["walker", "tracker", DRAWN]
+    assert config.ladder_of(SCRIPTED) == ["walker", "tracker"] and LeagueConfig().ladder_of(SCRIPTED) == list(SCRIPTED)
+    with pytest.raises(ValueError, match=r"ladder: sniper is not on the ladder \(choose from sitting\+spinner"):
+        League.start(LeagueConfig(ladder="sniper"), SCRIPTED)
+    full = League.start(LeagueConfig(), SCRIPTED)
+    full.record("tracker", 1.0)
+    narrowed = League.from_state(full.state_dict(), LeagueConfig(ladder="tracker"))
+    assert [m.name for m in narrowed.members] == ["tracker", DRAWN] and narrowed.member("tracker").rounds == 1
+
+
 def test_state_round_trip_and_a_new_config_on_resume():
     lg = league(snapshot_every=10, max_snapshots=3)
     for version in (10, 20, 30):
@@ -186,6 +200,9 @@ def test_state_round_trip_and_a_new_config_on_resume():
         {"snapshots_as_one": "maybe"},
         {"scripted": "maybe"},
         {"drawn": "2"},
+        {"ladder": "tracker+tracker"},
+        {"ladder": "tracker+"},
+        {"ladder": "tracker", "scripted": "false"},
         {"no_such_option": "1"},
     ],
 )
