@@ -132,7 +132,7 @@ class LeagueConfig:
         if not isinstance(self.ladder, str):
             raise ValueError(f"league ladder must be names joined by '+', got {self.ladder!r}")
         if self.ladder:
-            names = self.ladder.split("+")
+            names = self.ladder_names
             if not all(names) or len(set(names)) != len(names):
                 raise ValueError(f"league ladder must be distinct names joined by '+', got {self.ladder!r}")
             if not self.scripted:
@@ -147,6 +147,11 @@ class LeagueConfig:
         if not (isinstance(self.exponent, (int, float)) and math.isfinite(self.exponent) and 0.0 <= self.exponent <= 10.0):
             raise ValueError(f"league exponent must be a number in [0, 10], got {self.exponent!r}")
 
+    @property
+    def ladder_names(self) -> tuple[str, ...]:
+        """The names ``ladder`` gives (none when it is empty: the whole ladder plays)."""
+        return tuple(self.ladder.split("+")) if self.ladder else ()
+
     def ladder_of(self, scripted: Iterable[str]) -> list[str]:
         """The bots of the game's ladder ``scripted`` that play: those ``ladder`` names (all when it is empty).
 
@@ -156,7 +161,7 @@ class LeagueConfig:
         ladder = list(scripted)
         if not self.ladder:
             return ladder
-        chosen = self.ladder.split("+")
+        chosen = self.ladder_names
         unknown = [name for name in chosen if name not in ladder]
         if unknown:
             raise ValueError(f"league ladder: {', '.join(unknown)} is not on the ladder (choose from {'+'.join(ladder)})")
@@ -377,7 +382,7 @@ class League:
         elif league.config.self_share == 0 and has_self:
             league.members = [m for m in members if m.kind != "self"]
         if league.config.ladder:  # given at resume, it narrows the saved ladder: the bots it leaves out leave
-            kept = set(league.config.ladder.split("+"))
+            kept = set(league.config.ladder_names)
             league.members = [m for m in league.members if m.kind != "scripted" or m.name == DRAWN or m.name in kept]
         has_drawn = any(m.name == DRAWN for m in league.members)
         if league.config.drawn and not has_drawn:  # turned on at resume: after the other scripted members
