@@ -83,11 +83,11 @@ class WeightsDelivery:
         write has started, never held while a slow reader drains its socket.
         """
         if len(frame) < LARGE_FRAME_BYTES:
-            return asyncio.ensure_future(connection.send(frame))
+            return _send_task(connection, frame)
         if self._write_gate is None:
             self._write_gate = asyncio.Semaphore(WEIGHTS_WRITES_PER_TURN)
         async with self._write_gate:
-            sending = asyncio.ensure_future(connection.send(frame))
+            sending = _send_task(connection, frame)
             try:
                 await asyncio.sleep(0)  # the send runs up to its first write in this turn, then the next may start
             except BaseException:
@@ -133,6 +133,24 @@ class WeightsDelivery:
         finally:
             if not sending.done():
                 sending.cancel()
+
+
+def _send_task(connection: ServerConnection, frame: bytes) -> asyncio.Task[None]:
+    """``connection.send(frame)`` as a task whose failure is never reported as unretrieved.
+
+    The sender awaits the task, which re-raises a closed connection; but when the bot leaves,
+    the sender is cancelled, and a send that failed in that same turn would otherwise reach
+    asyncio's "Task exception was never retrieved" log: a traceback on stderr for a bot that
+    simply left.
+    """
+    sending = asyncio.ensure_future(connection.send(frame))
+    sending.add_done_callback(_retrieve)
+    return sending
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def unsent_bytes(transport: Any, sock: Any) -> int:

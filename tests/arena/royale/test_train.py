@@ -53,7 +53,7 @@ def test_the_league_plays_its_tank_royale_share_and_goes_on_without_a_bot_that_f
     assert result.returncode == 0, result.stderr
     said = [line for line in result.stderr.splitlines() if "Broken" in line]
     assert len(said) == 1 and "failed to boot" in said[0] and "goes on without it" in said[0], result.stderr
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
     share = "Tank Royale share (royale:SpinBot, royale:Broken: 1 match(es) each at 100 turns/s, 1 worker process)"
     assert share in result.stdout
     league = json.loads((out / "summary.json").read_text())["league"]
