@@ -53,7 +53,7 @@ def test_a_run_killed_at_a_random_moment_resumes_from_a_checkpoint_at_most_one_i
     newest = checkpoints(out)[-1]
     last_row = (out / "metrics.jsonl").stat().st_mtime  # the last metrics row written before the kill
     assert last_row - newest["created_unix"] <= INTERVAL + 1.0, (last_row - newest["created_unix"], newest)
-    resumed = subprocess.run([*train, "--resume", "--minutes", "0.05", "--json"], capture_output=True, text=True,
+    resumed = subprocess.run([*train, "--resume", "--minutes", "0.1", "--json"], capture_output=True, text=True,
                              timeout=timeout(120))  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(next(line for line in resumed.stdout.splitlines() if line.startswith("{")))
