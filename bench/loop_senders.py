@@ -17,7 +17,6 @@ import contextlib
 import logging
 import math
 import multiprocessing as mp
-import os
 import struct
 import sys
 import time
@@ -32,11 +31,9 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from bot_protocol import (  # noqa: E402
+# Imported as ``bench.loop_senders`` by bench/loop.py, which puts the checkout on sys.path first (the
+# spawned sender inherits that path), so the checkout measured is the one loop.py lives in.
+from bot_protocol import (
     FLAG_TERMINAL,
     FLAG_TRUNCATED,
     SUBPROTOCOL,
@@ -50,8 +47,8 @@ from bot_protocol import (  # noqa: E402
     Weights,
     Welcome,
 )
-from bot_protocol.client import BotClient, ClientConfig  # noqa: E402
-from bot_protocol.codec import decode_from_server, encode  # noqa: E402
+from bot_protocol.client import BotClient, ClientConfig
+from bot_protocol.codec import decode_from_server, encode
 
 __all__ = [
     "ACT_DIM",
