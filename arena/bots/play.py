@@ -29,7 +29,7 @@ from ..games.tank.observation import OBS_DIM
 from ..games.tank.radar import RADAR_OBS_DIM, Sight, observation_dim
 from ..games.tank.roster import make_scripted
 from ..games.tank.rules import TankRules
-from ..games.tank.scripted import View
+from ..games.tank.scripted import ScriptedBot, View
 from .spec import LearningBotSpec
 
 __all__ = [
@@ -80,6 +80,11 @@ class ScriptedController:
     @property
     def rules(self) -> TankRules:
         return self._bot.rules
+
+    @property
+    def bot(self) -> ScriptedBot:
+        """The scripted bot it drives (the league asks ``drawn``'s to replay the draws the learner did not beat)."""
+        return self._bot
 
     def act(
         self, obs: NDArray[np.float32], view: View | None = None, rows: NDArray[np.intp] | None = None

@@ -108,6 +108,11 @@ class LeagueConfig:
     """The targeting families ``drawn`` draws from (``none+head_on+linear+circular+random_offset``); empty: all."""
     drawn_power_rules: str = ""
     """The fire-power rules ``drawn`` draws from (``fixed+distance+energy``); empty: all."""
+    drawn_replay: float = 0.0
+    """Share of ``drawn``'s rounds that replay the parts of an earlier round the learner did not win (a loss or
+    a draw), each until the learner beats it (``arena.games.tank.drawn.Drawn.replay_unbeaten``): the population's
+    hard draws come back, as prioritized level replay brings back the levels an agent learns most from.
+    0 (the default): every round is a fresh draw. The run's evaluations play fresh draws only."""
 
     def __post_init__(self) -> None:
         for name in ("snapshot_every", "win_rate_memory"):
@@ -144,6 +149,10 @@ class LeagueConfig:
             if not self.drawn:
                 raise ValueError("league drawn_movements, drawn_targetings and drawn_power_rules apply with drawn=true")
             self.drawn_source  # noqa: B018  # checks the names (one line naming the unknown one)
+        if not (isinstance(self.drawn_replay, (int, float)) and 0.0 <= self.drawn_replay < 1.0):
+            raise ValueError(f"league drawn_replay must be a number in [0, 1), got {self.drawn_replay!r}")
+        if self.drawn_replay and not self.drawn:
+            raise ValueError("league drawn_replay applies with drawn=true")
         if not (isinstance(self.exponent, (int, float)) and math.isfinite(self.exponent) and 0.0 <= self.exponent <= 10.0):
             raise ValueError(f"league exponent must be a number in [0, 10], got {self.exponent!r}")
 

@@ -21,7 +21,7 @@ from ..bots.play import Controller, PolicyController, ScriptedController
 from ..games.tank.actions import ACT_DIM
 from ..games.tank.engines import EngineName
 from ..games.tank.events import StepInfo
-from .matchmaking import SELF, League, LeagueConfig, Member
+from .matchmaking import DRAWN, SELF, League, LeagueConfig, Member
 from .seats import MixedSeat
 from .store import LeagueStore
 
@@ -58,7 +58,8 @@ class LeagueSpec:
         ladder = ", ".join(c.ladder_of(self.scripted)) if c.scripted else "no scripted bots"
         parts = [ladder, *(name for name, _ in self.files)]
         if c.drawn:
-            parts.insert(1, f"{c.drawn_source} (new parts every round)")
+            replay = f", {c.drawn_replay:.0%} replaying the unbeaten" if c.drawn_replay else ""
+            parts.insert(1, f"{c.drawn_source} (new parts every round{replay})")
         if c.max_snapshots:
             parts.append(f"up to {c.max_snapshots} snapshots, one every {c.snapshot_every} updates")
         if c.self_share:
@@ -130,7 +131,13 @@ class LeagueOpponents:
         seed = self.seed + 7919 * (1 + sum(map(ord, name)))
         member = self.league.member(name)
         if member.kind == "scripted":  # the source: the ladder bot's name, or the population's with its families
-            return ScriptedController(member.source or name, self.n_matches, seed, self.engine)
+            scripted = ScriptedController(member.source or name, self.n_matches, seed, self.engine)
+            if name == DRAWN and self.league.config.drawn_replay:
+                from ..games.tank.drawn import Drawn  # already imported by the population's bot (numba's kernels)
+
+                assert isinstance(scripted.bot, Drawn)
+                scripted.bot.replay_unbeaten(self.league.config.drawn_replay)
+            return scripted
         if member.kind == "self":
             self._self = _LiveSelf(seed)
             if self._learner is not None:
@@ -163,8 +170,16 @@ class LeagueOpponents:
     def rounds_ended(self, info: StepInfo) -> None:
         """Record the ended rounds in the league, draw their matches' next opponents, reset them."""
         ended = np.flatnonzero(info.round_over)
-        for m, outcome in zip(ended.tolist(), outcomes(info, ended).tolist(), strict=True):
+        results = outcomes(info, ended)
+        for m, outcome in zip(ended.tolist(), results.tolist(), strict=True):
             self.league.record(self.names[m], outcome)
+        drawn = self.seat.controllers.get(DRAWN)
+        if self.league.config.drawn_replay and isinstance(drawn, ScriptedController):  # replay keeps what it won
+            from ..games.tank.drawn import Drawn
+
+            assert isinstance(drawn.bot, Drawn)
+            against = np.array([self.names[m] == DRAWN for m in ended.tolist()], bool)
+            drawn.bot.record(ended[against], results[against] == 1.0)
         self.seat.assign(ended, self.league.draw(self.rng, len(ended)))
         self.seat.drop_unused(lambda name: any(m.name == name for m in self.league.members))
         self.seat.reset(info.round_over)

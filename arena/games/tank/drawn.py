@@ -32,6 +32,7 @@ __all__ = [
     "MOVEMENTS",
     "PARTS",
     "POWER_RULES",
+    "REPLAY_CAPACITY",
     "TARGETINGS",
     "Drawn",
     "DrawnRanges",
@@ -187,6 +188,8 @@ _DRAWN = ("speed", "turn", "distance", "period", "flip", "change", "stop", "go",
 _TICKS = ("period", "stop", "go", "switch")
 _EXTRA = ("direction", "corner", "stay", "heading", "offset")
 """Uniforms drawn after that block: orbit side, corner, whether a corner bot stays, random walk heading, first offset."""
+REPLAY_CAPACITY = 256
+"""The most unbeaten draws a ``drawn`` bot keeps for replay (:meth:`Drawn.replay_unbeaten`)."""
 _COLUMN = {name: k for k, name in enumerate(PARAMS)}
 _SLOT = {name: k for k, name in enumerate(STATE)}
 
@@ -218,7 +221,55 @@ class Drawn(ScriptedBot):
             "target": np.array([TARGETINGS.index(t) for t in ranges.targetings], np.float64),
             "power_rule": np.array([POWER_RULES.index(r) for r in ranges.power_rules], np.float64),
         }
+        self.replay_share = 0.0
+        """Share of the rows a reset redraws that replay an unbeaten draw instead (:meth:`replay_unbeaten`)."""
+        self._unbeaten: dict[int, NDArray[np.float64]] = {}
+        """Draws the learner has not beaten yet, by entry number (oldest first): their ``params`` rows."""
+        self._capacity = 0
+        self._entries = 0
+        self._replaying = np.full(n, -1, np.int64)
+        """The entry each tank replays this round; -1: a fresh draw."""
         self.reset(np.ones(n, bool))
+
+    def replay_unbeaten(self, share: float, capacity: int = REPLAY_CAPACITY) -> None:
+        """From now on, ``share`` of the rounds replay a draw the learner did not win against (:meth:`record`).
+
+        Why: fresh draws spend most rounds on parts the learner already beats, while the few it loses to
+        (an accurate gun on an evasive mover, a still tank it never reaches) come back only by chance.
+        Replaying them until they are beaten is prioritized level replay (Jiang et al., 2021) over
+        opponents: the population's hard draws return, and no second learner is needed. The rest of the
+        rounds stay fresh draws, so the easy signal a first approach needs is never crowded out. At most
+        ``capacity`` draws are kept, the oldest dropped first. Off (0) by default: the bot's draws are then
+        exactly those of a bot that never heard of replay.
+        """
+        if not (isinstance(share, (int, float)) and 0.0 <= share < 1.0):
+            raise ValueError(f"drawn replay share must be a number in [0, 1), got {share!r}")
+        if not (isinstance(capacity, int) and capacity >= 1):
+            raise ValueError(f"drawn replay capacity must be an integer >= 1, got {capacity!r}")
+        self.replay_share, self._capacity = float(share), capacity
+
+    @property
+    def unbeaten(self) -> int:
+        """How many draws wait for replay."""
+        return len(self._unbeaten)
+
+    def record(self, rows: NDArray[np.intp], learner_won: NDArray[np.bool_]) -> None:
+        """The rounds of tanks ``rows`` ended (before their :meth:`reset`); ``learner_won`` says whom their enemy beat.
+
+        With replay on, a fresh draw the learner did not beat (a loss or a draw) is kept for replay, and a
+        replayed one it beat is dropped: it has been learned. Without replay this records nothing.
+        """
+        if self.replay_share <= 0.0:
+            return
+        for row, won in zip(np.asarray(rows, np.intp).tolist(), np.asarray(learner_won, bool).tolist(), strict=True):
+            entry = int(self._replaying[row])
+            if won and entry >= 0:
+                self._unbeaten.pop(entry, None)
+            elif not won and entry < 0:
+                self._unbeaten[self._entries] = self.params[row].copy()
+                self._entries += 1
+                if len(self._unbeaten) > self._capacity:
+                    del self._unbeaten[next(iter(self._unbeaten))]
 
     def reset(self, mask: NDArray[np.bool_]) -> None:
         """New parts for the tanks in ``mask``, and their state cleared."""
@@ -238,9 +289,17 @@ class Drawn(ScriptedBot):
         extra = dict(zip(_EXTRA, u[:, len(_DRAWN) :].T, strict=True))
         prm[:, column["direction"]] = np.where(extra["direction"] < 0.5, 1.0, -1.0)
         prm[:, column["corner"]] = np.minimum(np.floor(extra["corner"] * 4.0), 3.0)
-        move = prm[:, column["move"]]
         stays = extra["stay"] < self.ranges.stay
         prm[:, column["switch"]] = np.where(stays, 0.0, prm[:, column["switch"]])
+        self._replaying[rows] = -1
+        if self.replay_share > 0.0 and self._unbeaten:  # no draw of the generator's otherwise: the stream stays the same
+            chosen = np.flatnonzero(self.rng.random(m) < self.replay_share)
+            entries = np.fromiter(self._unbeaten, np.int64, len(self._unbeaten))
+            picked = entries[self.rng.integers(len(entries), size=len(chosen))]
+            for k, entry in zip(chosen.tolist(), picked.tolist(), strict=True):
+                prm[k] = self._unbeaten[entry]
+            self._replaying[rows[chosen]] = picked
+        move = prm[:, column["move"]]
         self.params[rows] = prm
 
         st = np.zeros((m, len(STATE)))

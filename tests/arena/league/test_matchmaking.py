@@ -252,6 +252,9 @@ def test_the_populations_families_are_options_and_follow_the_config_on_resume():
         ({"drawn_movements": "flying"}, "league drawn_\\* options: .*flying"),
         ({"drawn_targetings": "linear", "drawn": "false"}, "apply with drawn=true"),
         ({"drawn_power_rules": "fixed+fixed"}, "distinct"),
+        ({"drawn_replay": "1"}, r"drawn_replay must be a number in \[0, 1\)"),
+        ({"drawn_replay": "-0.1"}, r"drawn_replay must be a number in \[0, 1\)"),
+        ({"drawn_replay": "0.5", "drawn": "false"}, "drawn_replay applies with drawn=true"),
     ],
 )
 def test_a_bad_population_option_is_refused(options, message):

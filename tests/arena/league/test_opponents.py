@@ -158,3 +158,17 @@ def test_drawn_is_seated_as_a_scripted_member_when_the_league_asks():
     assert isinstance(opponents.seat.controllers["drawn"], ScriptedController)
     play(opponents, ticks=70)
     assert opponents.league.member("drawn").rounds >= 6
+
+
+def test_drawn_replays_the_draws_the_learner_did_not_beat_when_the_league_asks():
+    """``drawn_replay``: the league's ``drawn`` keeps the draws a learner standing still never beats and replays them;
+    off (the default), it keeps none."""
+    replaying = LeagueSpec(LeagueConfig(drawn=True, scripted=False, drawn_replay=0.5))
+    assert "50% replaying the unbeaten" in replaying.describe()
+    opponents = replaying.build(n_matches=6, seed=0)
+    play(opponents, ticks=130)
+    bot = opponents.seat.controllers["drawn"].bot
+    assert bot.replay_share == 0.5 and bot.unbeaten >= 6
+    fresh = LeagueSpec(LeagueConfig(drawn=True, scripted=False)).build(n_matches=6, seed=0)
+    play(fresh, ticks=130)
+    assert fresh.seat.controllers["drawn"].bot.unbeaten == 0

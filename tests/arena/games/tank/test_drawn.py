@@ -99,6 +99,50 @@ def test_a_seed_makes_the_same_bot_and_reset_redraws_only_the_masked_rows() -> N
     assert (bot.params[mask] != params[mask]).any(axis=1).all()
 
 
+def test_replay_off_leaves_the_draws_as_they_were_and_records_nothing() -> None:
+    plain, asked = Drawn(16, seed=6), Drawn(16, seed=6)
+    asked.replay_unbeaten(0.5)  # on, but nothing unbeaten yet: the same generator stream
+    every = np.ones(16, bool)
+    for _ in range(3):
+        plain.reset(every)
+        asked.reset(every)
+    np.testing.assert_array_equal(plain.params, asked.params)
+    plain.record(np.arange(16), np.zeros(16, bool))
+    assert plain.unbeaten == 0
+
+
+def test_an_unbeaten_draw_comes_back_at_the_share_asked_until_the_learner_beats_it() -> None:
+    bot = Drawn(400, seed=2)
+    bot.replay_unbeaten(0.25, capacity=8)
+    hard = bot.params[0].copy()
+    won = np.ones(400, bool)
+    won[0] = False  # the learner lost only to tank 0's draw (a draw counts as not won, too)
+    bot.record(np.arange(400), won)
+    assert bot.unbeaten == 1
+    bot.reset(np.ones(400, bool))
+    replayed = (bot.params == hard).all(axis=1)
+    assert 0.18 < replayed.mean() < 0.32, replayed.mean()
+    assert (bot.state[replayed, STATE.index("direction")] == hard[PARAMS.index("direction")]).all()
+    bot.record(np.flatnonzero(~replayed), np.ones(int((~replayed).sum()), bool))
+    assert bot.unbeaten == 1, "beating fresh draws drops nothing"
+    bot.record(np.flatnonzero(replayed)[:1], np.ones(1, bool))
+    assert bot.unbeaten == 0, "beaten once, a replayed draw has been learned"
+    bot.reset(np.ones(400, bool))
+    assert not (bot.params == hard).all(axis=1).any()
+
+
+def test_replay_keeps_the_newest_unbeaten_draws_within_its_capacity() -> None:
+    bot = Drawn(6, seed=3)
+    bot.replay_unbeaten(0.5, capacity=4)
+    bot.record(np.arange(6), np.zeros(6, bool))
+    assert bot.unbeaten == 4
+    kept = np.stack(list(bot._unbeaten.values()))
+    np.testing.assert_array_equal(kept, bot.params[2:])
+    for share, capacity, message in ((1.0, 4, "share"), (-0.1, 4, "share"), (0.5, 0, "capacity")):
+        with pytest.raises(ValueError, match=f"replay {message}"):
+            bot.replay_unbeaten(share, capacity)
+
+
 def test_a_still_tank_never_moves() -> None:
     still = Drawn(8, seed=2, ranges=only(movements=("still",)))
     battle = TankBattle(8, 2, TankRules(max_ticks=5000), seed=5)
