@@ -85,8 +85,14 @@ def torch_reference(policy: Policy, obs, actions, dact, mask) -> tuple[np.ndarra
     return logp.numpy(), entropy.numpy()
 
 
-def close(a: np.ndarray, b: np.ndarray) -> None:
-    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+def close(a: np.ndarray, b: np.ndarray, atol: float = 1e-6) -> None:
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=atol)
+
+
+FLOAT32_PATHS = 1e-5
+"""Two float32 computations of one log-prob, each summing in its own order (numpy's matmul and torch's): on the
+trainer's actor below (ReLU, weights of order 1) each lay up to 3.3e-6 from the float64 value (measured with
+numpy 2.4.6 and torch 2.13.0), so they may differ by twice that; 1e-6 between them held only by luck of the order."""
 
 
 # ── parity with torch ────────────────────────────────────────────────────────
@@ -146,8 +152,8 @@ def test_matches_the_trainers_mixed_actor(name, activation):
     block = torch.from_numpy(space.pack(acted.actions, acted.dact, mask))
     with torch.no_grad():
         expected = actor.log_prob_and_entropy(actor(torch.from_numpy(obs)), *actor.split_actions(block))
-    close(acted.logp, expected.logp.numpy())
-    close(policy.entropy(obs, mask), expected.entropy.numpy())
+    close(acted.logp, expected.logp.numpy(), atol=FLOAT32_PATHS)
+    close(policy.entropy(obs, mask), expected.entropy.numpy(), atol=FLOAT32_PATHS)
 
 
 def test_a_forbidden_action_has_log_prob_minus_infinity():
