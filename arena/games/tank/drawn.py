@@ -254,7 +254,7 @@ class Drawn(ScriptedBot):
         return len(self._unbeaten)
 
     def record(self, rows: NDArray[np.intp], learner_won: NDArray[np.bool_]) -> None:
-        """The rounds of tanks ``rows`` ended (before their :meth:`reset`); ``learner_won`` says whom their enemy beat.
+        """The rounds of tanks ``rows`` ended (before their :meth:`reset`); ``learner_won``: whether their enemy won each.
 
         With replay on, a fresh draw the learner did not beat (a loss or a draw) is kept for replay, and a
         replayed one it beat is dropped: it has been learned. Without replay this records nothing.
