@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,6 +25,9 @@ from ..games.tank.events import StepInfo
 from .matchmaking import DRAWN, SELF, League, LeagueConfig, Member
 from .seats import MixedSeat
 from .store import LeagueStore
+
+if TYPE_CHECKING:
+    from ..games.tank.drawn import Drawn  # its kernels import numba, which a numpy-only run never needs
 
 __all__ = ["SAVE_EVERY", "LeagueOpponents", "LeagueSpec", "outcomes"]
 
@@ -118,6 +122,8 @@ class LeagueOpponents:
         self._policies = dict(policies)
         self._learner: Policy | None = None
         self._self: PolicyController | None = None
+        self._replaying: Drawn | None = None
+        """``drawn``'s bot when the league asks it to replay the draws the learner did not beat (``drawn_replay``)."""
         self._saved_at = time.monotonic()
         self.seat = MixedSeat(1, league.draw(self.rng, n_matches), self._make)
         if store is not None:
@@ -137,6 +143,7 @@ class LeagueOpponents:
 
                 assert isinstance(scripted.bot, Drawn)
                 scripted.bot.replay_unbeaten(self.league.config.drawn_replay)
+                self._replaying = scripted.bot
             return scripted
         if member.kind == "self":
             self._self = _LiveSelf(seed)
@@ -173,13 +180,9 @@ class LeagueOpponents:
         results = outcomes(info, ended)
         for m, outcome in zip(ended.tolist(), results.tolist(), strict=True):
             self.league.record(self.names[m], outcome)
-        drawn = self.seat.controllers.get(DRAWN)
-        if self.league.config.drawn_replay and isinstance(drawn, ScriptedController):  # replay keeps what it won
-            from ..games.tank.drawn import Drawn
-
-            assert isinstance(drawn.bot, Drawn)
+        if self._replaying is not None:  # its replay keeps the draws the learner did not beat
             against = np.array([self.names[m] == DRAWN for m in ended.tolist()], bool)
-            drawn.bot.record(ended[against], results[against] == 1.0)
+            self._replaying.record(ended[against], results[against] == 1.0)
         self.seat.assign(ended, self.league.draw(self.rng, len(ended)))
         self.seat.drop_unused(lambda name: any(m.name == name for m in self.league.members))
         self.seat.reset(info.round_over)
